@@ -1,0 +1,36 @@
+# icml25: two commands — `make run` and `make test` — each sets up .venv when it is missing.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.icml25-installed
+PIPELINE ?= wavetoken
+ENV    ?= base
+
+.PHONY: install run test lint bench viz mlflow clean-outputs
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install  ## kedro run --pipeline=$(PIPELINE) --env=$(ENV), then the scorecard
+	$(BIN)/kedro run --pipeline=$(PIPELINE) --env=$(ENV)
+	$(BIN)/kedro run --pipeline=report --env=$(ENV)
+
+lint: install
+	$(BIN)/ruff check src tests
+
+test: install lint  ## the whole suite (benchmarks excluded)
+	$(BIN)/pytest tests --ignore=tests/benchmarks
+
+bench: install  ## speed and memory measurements (pytest-benchmark)
+	$(BIN)/pytest tests/benchmarks --benchmark-only
+
+viz: install
+	$(BIN)/kedro viz run --autoreload
+
+mlflow: install
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1

@@ -1,0 +1,58 @@
+"""Parameter validation with pydantic: a bad value stops the run before any work.
+
+Every pipeline declares a pydantic model for its ``parameters_<name>.yml`` tree (derived from
+:class:`ParamsModel`) and exposes it as ``PARAMETERS`` in its ``pipeline.py``. The project hook
+validates it before the first node runs, and nodes call :func:`validate_parameters` to get the
+typed object. Errors name the full key, e.g. ``wavetoken.model.d_model``, the bad value and what
+was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ParamsModel(BaseModel):
+    """Base for parameter models: unknown keys are errors (typos must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ParameterError(ValueError):
+    """A parameter failed validation; the message lists every bad key with value and expectation."""
+
+
+def _lookup(tree: Any, loc: tuple) -> Any:
+    node = tree
+    for part in loc:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return "<missing>"
+    return node
+
+
+def validate_parameters(model: type[M], params: Mapping[str, Any] | None, key: str) -> M:
+    """Validate ``params`` (the tree under ``key``) against ``model`` or raise ParameterError."""
+    if params is None:
+        raise ParameterError(f"{key}: no parameters found; expected the tree of {model.__name__}")
+    try:
+        return model.model_validate(dict(params))
+    except ValidationError as err:
+        lines = []
+        for error in err.errors():
+            loc = tuple(error["loc"])
+            full_key = ".".join([key, *(str(part) for part in loc)])
+            if error["type"] == "missing":
+                lines.append(f"{full_key}: missing; {error['msg'].lower()}")
+            elif error["type"] == "extra_forbidden":
+                lines.append(f"{full_key}: unexpected parameter (not in {model.__name__})")
+            else:
+                value = error.get("input", _lookup(params, loc))
+                lines.append(f"{full_key}: got {value!r}; expected {error['msg'].lower()}")
+        raise ParameterError("invalid parameters\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,108 @@
+"""MLflow variant tracking: one child run per variant, identical metric names across variants.
+
+Inside a ``kedro run`` kedro-mlflow has already opened the parent run (named after the
+pipeline, in the pipeline's experiment); each variant (the paper's method, each baseline,
+each ablation) becomes a nested run under it, so the MLflow UI's compare view lines them up.
+Outside Kedro (a notebook, a unit test) the variant runs are top-level runs of the active
+experiment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["method", "baseline", "ablation"]
+_BAD_NAME = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+def metric_key(name: str) -> str:
+    """Make ``name`` a legal MLflow metric key (letters, digits, ``_-. /``)."""
+    return _BAD_NAME.sub("_", name)
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Flatten nested parameters to ``a.b.c`` keys with string values (MLflow's param model)."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            flat.update(flatten_params(value, full))
+        else:
+            flat[full] = str(value)[:6000]
+    return flat
+
+
+def check_same_metric_names(metrics_by_variant: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Return the shared metric names, or raise if the variants do not all report the same ones."""
+    if not metrics_by_variant:
+        raise ValueError("metrics_by_variant: empty; expected at least one variant")
+    names = {variant: set(metrics) for variant, metrics in metrics_by_variant.items()}
+    reference = next(iter(names.values()))
+    mismatched = {v: sorted(n ^ reference) for v, n in names.items() if n != reference}
+    if mismatched:
+        raise ValueError(
+            "variants must report identical metric names so MLflow compares them; "
+            f"differences: {mismatched}"
+        )
+    return sorted(reference)
+
+
+@contextlib.contextmanager
+def variant_run(
+    variant: str, *, role: Role, pipeline: str, params: Mapping[str, Any] | None = None
+) -> Iterator[mlflow.ActiveRun]:
+    """Open the MLflow run of one variant (nested under the active run if there is one)."""
+    nested = mlflow.active_run() is not None
+    with mlflow.start_run(run_name=variant, nested=nested) as run:
+        mlflow.set_tags(
+            {"icml25.pipeline": pipeline, "icml25.variant": variant, "icml25.role": role}
+        )
+        if params:
+            mlflow.log_params(flatten_params(params))
+        yield run
+
+
+def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
+    """Log finite metrics to the active run; non-finite ones are skipped with a warning."""
+    clean = {}
+    for name, value in metrics.items():
+        value = float(value)
+        if math.isfinite(value):
+            clean[metric_key(name)] = value
+        else:
+            logger.warning("metric %s is %s; not logged to MLflow", name, value)
+    if clean:
+        mlflow.log_metrics(clean, step=step)
+
+
+def log_variants(
+    pipeline: str,
+    metrics_by_variant: Mapping[str, Mapping[str, float]],
+    roles: Mapping[str, Role],
+    params_by_variant: Mapping[str, Mapping[str, Any]] | None = None,
+    artifacts_by_variant: Mapping[str, list[Path]] | None = None,
+) -> dict[str, str]:
+    """Log every variant as its own run with the same metric names; return variant -> run id."""
+    check_same_metric_names(metrics_by_variant)
+    missing = sorted(set(metrics_by_variant) - set(roles))
+    if missing:
+        raise ValueError(f"roles: no role given for variants {missing}")
+    run_ids = {}
+    for variant, metrics in metrics_by_variant.items():
+        params = (params_by_variant or {}).get(variant)
+        with variant_run(variant, role=roles[variant], pipeline=pipeline, params=params) as run:
+            log_metrics(metrics)
+            for path in (artifacts_by_variant or {}).get(variant, []):
+                mlflow.log_artifact(str(path))
+            run_ids[variant] = run.info.run_id
+    return run_ids

@@ -1,0 +1,278 @@
+"""A small, resumable torch training loop shared by every pipeline that trains a network.
+
+Design: a batch is a pure function of the step index (``batch_fn(step)``). That makes resuming
+exact without saving a data iterator: a run interrupted after its checkpoint at step k and
+resumed from it ends with the same weights as an uninterrupted run, because the model, the
+optimiser, the scheduler and torch's RNG (dropout) are all restored and step k+1 sees the same
+batch. Papers whose optimiser is the contribution pass their own ``optimizer``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+logger = logging.getLogger(__name__)
+
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+BatchFn = Callable[[int], Any]
+EvalFn = Callable[[nn.Module], float]
+LogFn = Callable[[int, dict[str, float]], None]
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+@dataclass(frozen=True)
+class TrainLoopConfig:
+    """How to run the loop (not what to learn).
+
+    Attributes:
+        steps: optimisation steps in total (a resumed run counts the steps already done).
+        grad_clip: max global gradient norm; ``None`` or 0 disables clipping.
+        amp: mixed precision on CUDA (bfloat16 where supported, else float16 with loss
+            scaling); ignored on other devices so the CPU path stays exact.
+        log_every: log the running mean loss every this many steps.
+        eval_every: call ``eval_fn`` every this many steps (0 = never).
+        early_stopping_patience: stop after this many evaluations without improvement
+            (``None`` = never stop early). The best weights are restored at the end.
+        checkpoint_every: save a checkpoint every this many steps (0 = never).
+        checkpoint_dir: where ``checkpoint.pt`` goes; required when checkpointing.
+        resume: continue from ``checkpoint_dir/checkpoint.pt`` if it exists.
+        progress: show a tqdm bar.
+        desc: the bar's label.
+    """
+
+    steps: int
+    grad_clip: float | None = 1.0
+    amp: bool = False
+    log_every: int = 10
+    eval_every: int = 0
+    early_stopping_patience: int | None = None
+    checkpoint_every: int = 0
+    checkpoint_dir: Path | str | None = None
+    resume: bool = True
+    progress: bool = True
+    desc: str = "train"
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps: got {self.steps}; expected a positive integer")
+        for name in ("log_every", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: got {getattr(self, name)}; expected >= 0")
+        if self.checkpoint_every and self.checkpoint_dir is None:
+            raise ValueError("checkpoint_dir: required when checkpoint_every > 0")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise ValueError(
+                f"early_stopping_patience: got {self.early_stopping_patience}; expected >= 1"
+            )
+        if self.early_stopping_patience is not None and not self.eval_every:
+            raise ValueError("early_stopping_patience needs eval_every > 0")
+
+
+@dataclass
+class TrainResult:
+    """What the loop did: per-log-step history, where it stopped and why."""
+
+    history: list[dict[str, float]] = field(default_factory=list)
+    steps_done: int = 0
+    best_step: int | None = None
+    best_eval: float | None = None
+    stopped_early: bool = False
+    resumed_from: int | None = None
+    seconds: float = 0.0
+
+
+def _autocast(device: torch.device, enabled: bool):
+    if not (enabled and device.type == "cuda"):
+        return nullcontext(), None
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+    return torch.autocast(device_type="cuda", dtype=dtype), scaler
+
+
+def _state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    step: int,
+    result: TrainResult,
+    best_state: dict[str, torch.Tensor] | None,
+    evals_since_best: int,
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "history": result.history,
+        "best_step": result.best_step,
+        "best_eval": result.best_eval,
+        "best_model": best_state,
+        "evals_since_best": evals_since_best,
+    }
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename) so a crash mid-write never corrupts the last one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint` (tensors and plain types only)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # corrupt or truncated file: name it, keep it for inspection
+        raise RuntimeError(f"checkpoint {path} cannot be read ({err}); delete it to restart") from err
+
+
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    config: TrainLoopConfig,
+    *,
+    scheduler: Any = None,
+    eval_fn: EvalFn | None = None,
+    log_fn: LogFn | None = None,
+    device: torch.device | str = "cpu",
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Train ``model`` for ``config.steps`` steps and return what happened.
+
+    Args:
+        batch_fn: ``step -> batch`` (already on ``device`` or moved by ``loss_fn``); must be a
+            deterministic function of the step for exact resume.
+        loss_fn: ``(model, batch) -> scalar loss``.
+        eval_fn: ``model -> validation score`` (lower is better), run in eval mode.
+        log_fn: receives ``(step, metrics)`` at every log and eval step (e.g. MLflow).
+        stop_after: stop (as if interrupted) after this many steps of *this call*; used to
+            simulate an interruption in tests and for time-boxed runs.
+    """
+    device = torch.device(device)
+    model.to(device)
+    result = TrainResult()
+    ckpt_path = Path(config.checkpoint_dir) / CHECKPOINT_NAME if config.checkpoint_dir else None
+    start = 0
+    best_state: dict[str, torch.Tensor] | None = None
+    evals_since_best = 0
+    if config.resume and ckpt_path is not None and ckpt_path.exists():
+        state = load_checkpoint(ckpt_path)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None and state["scheduler"] is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        start = int(state["step"])
+        result.history = list(state["history"])
+        result.best_step, result.best_eval = state["best_step"], state["best_eval"]
+        best_state = state["best_model"]
+        evals_since_best = int(state["evals_since_best"])
+        result.resumed_from = start
+        logger.info("%s: resumed from %s at step %d", config.desc, ckpt_path, start)
+
+    autocast, scaler = _autocast(device, config.amp)
+    t0 = time.perf_counter()
+    running, n_running = 0.0, 0
+    step = start
+    bar = tqdm(
+        total=config.steps, initial=start, desc=config.desc, disable=not config.progress,
+        dynamic_ncols=True, leave=False,
+    )
+    try:
+        model.train()
+        while step < config.steps:
+            if stop_after is not None and step - start >= stop_after:
+                break
+            batch = batch_fn(step)
+            optimizer.zero_grad(set_to_none=True)
+            with autocast:
+                loss = loss_fn(model, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"{config.desc}: loss is {loss.item()} at step {step + 1}; "
+                    "lower the learning rate or check the data for NaN/inf"
+                )
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
+            if config.grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            step += 1
+            running += float(loss.detach())
+            n_running += 1
+            bar.update(1)
+
+            metrics: dict[str, float] = {}
+            if config.log_every and step % config.log_every == 0:
+                metrics["train_loss"] = running / n_running
+                metrics["lr"] = float(optimizer.param_groups[0]["lr"])
+                running, n_running = 0.0, 0
+                bar.set_postfix(loss=f"{metrics['train_loss']:.4f}")
+            if eval_fn is not None and config.eval_every and step % config.eval_every == 0:
+                model.eval()
+                score = float(eval_fn(model))
+                model.train()
+                metrics["val_loss"] = score
+                if result.best_eval is None or score < result.best_eval:
+                    result.best_eval, result.best_step = score, step
+                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                    evals_since_best = 0
+                else:
+                    evals_since_best += 1
+            if metrics:
+                result.history.append({"step": float(step), **metrics})
+                if log_fn is not None:
+                    log_fn(step, metrics)
+            if ckpt_path is not None and config.checkpoint_every and (
+                step % config.checkpoint_every == 0
+            ):
+                save_checkpoint(
+                    ckpt_path,
+                    _state(model, optimizer, scheduler, step, result, best_state, evals_since_best),
+                )
+            if (
+                config.early_stopping_patience is not None
+                and evals_since_best >= config.early_stopping_patience
+            ):
+                result.stopped_early = True
+                logger.info(
+                    "%s: early stop at step %d (best %.5f at step %s)",
+                    config.desc, step, result.best_eval, result.best_step,
+                )
+                break
+    finally:
+        bar.close()
+
+    if best_state is not None and config.early_stopping_patience is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    result.steps_done = step
+    result.seconds = time.perf_counter() - t0
+    return result

@@ -1,0 +1,105 @@
+"""Project hooks: run metadata, one MLflow experiment per pipeline, parameter validation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kedro.framework.context import KedroContext
+from kedro.framework.hooks import hook_impl
+from kedro.io import DataCatalog
+from kedro.pipeline import Pipeline
+
+from icml25.core.params import validate_parameters
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "icml25"
+
+
+def git_commit(project_path: Path) -> str:
+    """Short commit of the working tree, with ``+dirty`` when it has changes; ``unknown`` if no git."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=project_path, capture_output=True,
+            text=True, timeout=10, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=project_path,
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{sha}+dirty" if dirty else sha
+
+
+def experiment_name(pipeline_names: list[str] | None) -> str:
+    """``kedro run --pipeline=wavetoken`` logs to experiment ``wavetoken``; the default to ``icml25``."""
+    names = [n for n in (pipeline_names or []) if n != "__default__"]
+    return "+".join(names) if names else DEFAULT_EXPERIMENT
+
+
+class RunInfoHook:
+    """Puts ``run_info`` (config env, UTC date, git commit) into the catalog for claims headers."""
+
+    def __init__(self) -> None:
+        self._env: str | None = None
+        self._project_path: Path | None = None
+
+    @hook_impl
+    def after_context_created(self, context: KedroContext) -> None:
+        self._env = context.env or "local"
+        self._project_path = Path(context.project_path)
+
+    @hook_impl
+    def after_catalog_created(self, catalog: DataCatalog) -> None:
+        catalog["run_info"] = {
+            "env": self._env or "local",
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git_commit(self._project_path or Path.cwd()),
+        }
+
+
+class PipelineExperimentHook:
+    """Points kedro-mlflow at an experiment named after the pipeline being run.
+
+    kedro-mlflow reads one experiment name from ``mlflow.yml``; running before its own
+    ``before_pipeline_run`` (``tryfirst``), this hook switches it to the pipeline's name so each
+    paper's runs live in their own experiment, with the Kedro run as the parent run.
+    """
+
+    def __init__(self) -> None:
+        self._context: KedroContext | None = None
+
+    @hook_impl(trylast=True)
+    def after_context_created(self, context: KedroContext) -> None:
+        self._context = context
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, run_params: dict[str, Any]) -> None:
+        config = getattr(self._context, "mlflow", None)
+        if config is None:  # kedro-mlflow disabled or not installed
+            return
+        names = run_params.get("pipeline_names") or [run_params.get("pipeline_name")]
+        config.tracking.experiment.name = experiment_name([n for n in names if n])
+        config._set_experiment()  # kedro-mlflow's own routine: create/restore + activate
+
+
+class ParameterValidationHook:
+    """Validates each pipeline's parameter tree against its pydantic model before any node runs."""
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: DataCatalog) -> None:
+        from icml25.pipeline_registry import parameter_models
+
+        inputs = pipeline.inputs()
+        for name, model in parameter_models().items():
+            key = f"params:{name}"
+            if any(i == key or i.startswith(key + ".") for i in inputs):
+                validate_parameters(model, catalog.load(key), name)
+
+
+HOOKS = (RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook())

@@ -1,0 +1,61 @@
+"""Finds every pipeline room under ``icml25/pipelines`` and registers it.
+
+A room is a package ``icml25.pipelines.<name>`` with a ``pipeline.py`` that defines
+``create_pipeline()`` and ``PARAMETERS`` (the pydantic model of ``params:<name>``). Adding a
+paper means adding a room; nothing here changes. ``report`` is built last from the list of
+paper rooms so that in ``__default__`` it runs after every paper's ``<name>.claims`` exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from types import ModuleType
+
+from kedro.pipeline import Pipeline
+from pydantic import BaseModel
+
+import icml25.pipelines
+
+REPORT = "report"
+
+
+@cache
+def _rooms() -> dict[str, ModuleType]:
+    rooms = {}
+    for info in pkgutil.iter_modules(icml25.pipelines.__path__):
+        if not info.ispkg:
+            continue
+        name = info.name
+        try:
+            module = importlib.import_module(f"icml25.pipelines.{name}.pipeline")
+        except ModuleNotFoundError as err:
+            if err.name == f"icml25.pipelines.{name}.pipeline":
+                continue  # a package without pipeline.py is not a room
+            raise
+        if not hasattr(module, "create_pipeline") or not hasattr(module, "PARAMETERS"):
+            raise ImportError(
+                f"icml25/pipelines/{name}/pipeline.py must define create_pipeline() and PARAMETERS"
+            )
+        rooms[name] = module
+    return rooms
+
+
+def paper_pipeline_names() -> list[str]:
+    """Names of the registered paper pipelines (every room but ``report``), sorted."""
+    return sorted(name for name in _rooms() if name != REPORT)
+
+
+def parameter_models() -> dict[str, type[BaseModel]]:
+    """``{pipeline name: pydantic model of params:<name>}`` for every room."""
+    return {name: module.PARAMETERS for name, module in _rooms().items()}
+
+
+def register_pipelines() -> dict[str, Pipeline]:
+    """Every paper pipeline by name, ``report``, and ``__default__`` = all papers, then report."""
+    papers = paper_pipeline_names()
+    pipelines: dict[str, Pipeline] = {name: _rooms()[name].create_pipeline() for name in papers}
+    pipelines[REPORT] = _rooms()[REPORT].create_pipeline(papers=papers)
+    pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
+    return pipelines

@@ -1,0 +1,172 @@
+"""Builds the reproduction scorecard from the papers' ``claims.json`` and ``metrics.json``.
+
+Pure functions over plain dicts; the Kedro nodes in ``nodes.py`` only wire them.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+NOT_RUN = "not run"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def collect(papers: Sequence[Mapping[str, Any]], documents: Sequence[Any]) -> dict[str, Any]:
+    """Group claims/metrics documents by paper; papers without a claims file are ``not run``.
+
+    ``documents`` are loaded ``claims.json``/``metrics.json`` contents (``None`` when absent),
+    each carrying its ``pipeline`` name. A document naming a pipeline missing from ``papers``
+    is an error: the paper list in ``parameters_report.yml`` must know every pipeline.
+    """
+    known = {p["name"] for p in papers}
+    claims: dict[str, Mapping[str, Any]] = {}
+    metrics: dict[str, Mapping[str, Any]] = {}
+    for doc in documents:
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping) or "pipeline" not in doc:
+            raise ValueError(f"report: a results document has no 'pipeline' key: {str(doc)[:200]}")
+        name = doc["pipeline"]
+        if name not in known:
+            raise ValueError(f"report: pipeline {name!r} is not listed in params:report.papers")
+        (claims if "claims" in doc else metrics)[name] = doc
+    rows = []
+    for paper in papers:
+        name = paper["name"]
+        doc = claims.get(name)
+        if doc is None:
+            rows.append({**paper, "status": NOT_RUN, "claims": [], "run": None})
+            continue
+        n_holds = sum(bool(c["holds"]) for c in doc["claims"])
+        rows.append({
+            **paper,
+            "status": f"{n_holds}/{len(doc['claims'])} claims hold",
+            "n_holds": n_holds,
+            "n_claims": len(doc["claims"]),
+            "claims": list(doc["claims"]),
+            "run": doc.get("run"),
+            "figures": list(doc.get("figures", [])),
+            "has_metrics": name in metrics,
+        })
+    ran = [r for r in rows if r["status"] != NOT_RUN]
+    return {
+        "papers": rows,
+        "n_papers": len(rows),
+        "n_run": len(ran),
+        "n_claims": sum(r["n_claims"] for r in ran),
+        "n_holds": sum(r["n_holds"] for r in ran),
+    }
+
+
+def _run_cells(run: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    if not run:
+        return "—", "—", "—"
+    seeds = ", ".join(str(s) for s in run.get("seeds", [])) or "—"
+    return _fmt(run.get("date")), _fmt(run.get("env")), seeds
+
+
+def _verdict(claim: Mapping[str, Any]) -> str:
+    return "holds" if claim["holds"] else "fails"
+
+
+def _with_std(value: Any, std: Any) -> str:
+    return f"{_fmt(value)} ± {_fmt(std)}" if std else _fmt(value)
+
+
+def to_markdown(scorecard: Mapping[str, Any]) -> str:
+    """The scorecard as Markdown: a summary table, then each run paper's claims."""
+    lines = [
+        "# icml25 reproduction scorecard",
+        "",
+        f"{scorecard['n_run']} of {scorecard['n_papers']} papers run; "
+        f"{scorecard['n_holds']} of {scorecard['n_claims']} claims hold.",
+        "",
+        "| paper | pipeline | status | run date | env | seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in scorecard["papers"]:
+        date, env, seeds = _run_cells(row["run"])
+        lines.append(
+            f"| {row['title']} | `{row['name']}` | {row['status']} | {date} | {env} | {seeds} |"
+        )
+    for row in scorecard["papers"]:
+        if not row["claims"]:
+            continue
+        lines += ["", f"## {row['name']}", "",
+                  "| claim | metric | method | value | baseline | value | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in row["claims"]:
+            lines.append(
+                f"| {c['claim']} | {c['metric']} | {c['method']} | "
+                f"{_with_std(c['method_value'], c.get('method_std'))} | {c['baseline']} | "
+                f"{_with_std(c['baseline_value'], c.get('baseline_std'))} | {_verdict(c)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:72rem;
+color:#1d232a;padding:0 1rem}
+h1{margin-bottom:.2rem}.sub{color:#5b6570;margin-top:0}
+table{border-collapse:collapse;width:100%;margin:1rem 0 2rem}
+th,td{border-bottom:1px solid #dde2e7;padding:.45rem .6rem;text-align:left;vertical-align:top}
+th{background:#f3f5f7;font-weight:600}td.num{font-variant-numeric:tabular-nums;text-align:right}
+.holds{color:#0a7a3e;font-weight:600}.fails{color:#b3261e;font-weight:600}
+.notrun{color:#8a939c}code{background:#f3f5f7;padding:0 .25rem;border-radius:3px}
+section{margin-top:2rem}
+"""
+
+
+def to_html(scorecard: Mapping[str, Any]) -> str:
+    """The scorecard as one self-contained HTML page (inline CSS, no scripts, no server)."""
+    e = html.escape
+    out = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<title>icml25 reproduction scorecard</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>icml25 reproduction scorecard</h1>",
+        f"<p class='sub'>{scorecard['n_run']} of {scorecard['n_papers']} papers run; "
+        f"{scorecard['n_holds']} of {scorecard['n_claims']} claims hold.</p>",
+        "<table id='summary'><thead><tr><th>paper</th><th>pipeline</th><th>status</th>"
+        "<th>run date</th><th>env</th><th>seeds</th></tr></thead><tbody>",
+    ]
+    for row in scorecard["papers"]:
+        date, env, seeds = _run_cells(row["run"])
+        cls = "notrun" if row["status"] == NOT_RUN else ""
+        out.append(
+            f"<tr class='{cls}'><td>{e(row['title'])}</td><td><code>{e(row['name'])}</code></td>"
+            f"<td>{e(row['status'])}</td><td>{e(date)}</td><td>{e(env)}</td><td>{e(seeds)}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    for row in scorecard["papers"]:
+        if not row["claims"]:
+            continue
+        run = row["run"] or {}
+        out.append(
+            f"<section id='{e(row['name'])}'><h2>{e(row['name'])}</h2>"
+            f"<p class='sub'>{e(row['title'])} — commit {e(_fmt(run.get('commit')))}, "
+            f"env {e(_fmt(run.get('env')))}, {e(_fmt(run.get('date')))}</p>"
+            "<table><thead><tr><th>claim</th><th>metric</th><th>method</th><th>value</th>"
+            "<th>compared with</th><th>value</th><th>verdict</th></tr></thead><tbody>"
+        )
+        for c in row["claims"]:
+            verdict = _verdict(c)
+            out.append(
+                f"<tr><td>{e(c['claim'])}</td><td>{e(c['metric'])}</td><td>{e(c['method'])}</td>"
+                f"<td class='num'>{e(_with_std(c['method_value'], c.get('method_std')))}</td>"
+                f"<td>{e(str(c['baseline']))}</td>"
+                f"<td class='num'>{e(_with_std(c['baseline_value'], c.get('baseline_std')))}</td>"
+                f"<td class='{verdict}'>{verdict}</td></tr>"
+            )
+        out.append("</tbody></table></section>")
+    out.append("</body></html>\n")
+    return "\n".join(out)

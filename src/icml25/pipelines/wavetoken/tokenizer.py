@@ -1,0 +1,227 @@
+"""The tokenizer interface of the wavetoken pipeline, shared by every tokenizer variant.
+
+A tokenizer maps a batch of real-valued windows to token ids for a seq2seq model and maps sampled
+ids back to values (spec ``specs/wavetoken.md``, "Tokenizer", steps 1-6). The interface mirrors
+Chronos' ``ChronosTokenizer`` (amazon-science/chronos-forecasting, ``src/chronos/chronos.py``:
+``context_input_transform``, ``label_input_transform``, ``output_transform``) in numpy:
+
+- ``context_input(context)`` -> ``(input_ids [n, L+1], attention_mask [n, L+1], state)``;
+  the ids end in EOS, the mask is False exactly on PAD.
+- ``label_input(target, state)`` -> ``label_ids [n, H+1]`` (ending in EOS), scaled with the
+  *context's* statistics (the future never enters the context transform).
+- ``output_transform(ids [n, S, H], state)`` -> values ``[n, S, H]`` in the original units.
+
+This module also holds the input checks and the missing-value filling both tokenizers share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+PAD_ID = 0
+"""Padding id (Chronos convention; also the T5 decoder-start token)."""
+EOS_ID = 1
+"""End-of-sequence id (Chronos convention)."""
+N_SPECIAL_TOKENS = 2
+"""Number of special ids below the first value id (PAD, EOS)."""
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, eq=False)
+class TokenizerState:
+    """Per-series quantities a tokenizer needs to encode labels and decode samples.
+
+    Attributes:
+        loc: location subtracted before quantisation, float64 [n] (0 for mean scaling).
+        scale: positive divisor applied after subtracting ``loc``, float64 [n].
+        n_tokens: number of non-PAD context tokens of each series (before EOS), int64 [n].
+    """
+
+    loc: FloatArray
+    scale: FloatArray
+    n_tokens: IntArray
+
+    def __post_init__(self) -> None:
+        loc = np.asarray(self.loc, dtype=np.float64)
+        scale = np.asarray(self.scale, dtype=np.float64)
+        n_tokens = np.asarray(self.n_tokens, dtype=np.int64)
+        if loc.ndim != 1 or scale.shape != loc.shape or n_tokens.shape != loc.shape:
+            raise ValueError(
+                "TokenizerState: loc, scale and n_tokens must be 1-D arrays of equal length, got "
+                f"shapes {loc.shape}, {scale.shape}, {n_tokens.shape}"
+            )
+        if not (np.all(np.isfinite(loc)) and np.all(np.isfinite(scale)) and np.all(scale > 0)):
+            raise ValueError("TokenizerState: loc must be finite and scale finite and positive")
+        # frozen dataclass: bypass __setattr__ to store the normalised arrays
+        object.__setattr__(self, "loc", loc)
+        object.__setattr__(self, "scale", scale)
+        object.__setattr__(self, "n_tokens", n_tokens)
+
+    def __len__(self) -> int:
+        return int(self.loc.shape[0])
+
+
+@runtime_checkable
+class ForecastTokenizer(Protocol):
+    """What the model, trainer and forecaster of the wavetoken pipeline code against.
+
+    Attributes:
+        vocab_size: total number of ids, special ids included.
+        pad_id: always 0 (:data:`PAD_ID`).
+        eos_id: always 1 (:data:`EOS_ID`).
+        name: short identifier used in logs and MLflow (e.g. ``"wavelet_bior2.2_J1"``).
+    """
+
+    vocab_size: int
+    pad_id: int
+    eos_id: int
+    name: str
+
+    def context_input(
+        self, context: npt.ArrayLike
+    ) -> tuple[IntArray, BoolArray, TokenizerState]:
+        """Tokenize contexts float [n, C] (leading NaNs = no history, interior NaNs = missing).
+
+        Returns ``input_ids`` int64 [n, L+1] ending in EOS, ``attention_mask`` bool [n, L+1]
+        (False on PAD) and the state needed by :meth:`label_input` and :meth:`output_transform`.
+        """
+        ...
+
+    def label_input(self, target: npt.ArrayLike, state: TokenizerState) -> IntArray:
+        """Tokenize forecast windows float [n, H] with the context's state -> int64 [n, H+1]."""
+        ...
+
+    def output_transform(self, ids: npt.ArrayLike, state: TokenizerState) -> FloatArray:
+        """Decode sampled ids int [n, S, H] (no EOS) -> float64 [n, S, H] in original units."""
+        ...
+
+    def num_target_tokens(self, horizon: int) -> int:
+        """Number of tokens the model must generate for a forecast of ``horizon`` steps."""
+        ...
+
+
+def as_float_matrix(values: npt.ArrayLike, name: str) -> FloatArray:
+    """Return ``values`` as float64 [n, T]; reject other ranks, empty arrays and ±inf."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array [n_series, length], got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{name} must be non-empty, got shape {arr.shape}")
+    if np.isinf(arr).any():
+        rows = np.unique(np.nonzero(np.isinf(arr))[0])
+        raise ValueError(
+            f"{name} contains ±inf (rows {rows[:5].tolist()}{'...' if rows.size > 5 else ''}); "
+            "replace infinite values by NaN (missing) or finite numbers before tokenizing"
+        )
+    all_nan = np.isnan(arr).all(axis=1)
+    if all_nan.any():
+        rows = np.nonzero(all_nan)[0]
+        raise ValueError(
+            f"{name} has rows with no observed value (all NaN): rows "
+            f"{rows[:5].tolist()}{'...' if rows.size > 5 else ''}"
+        )
+    return arr
+
+
+def fill_missing(values: FloatArray) -> FloatArray:
+    """Fill NaNs row-wise by linear interpolation, nearest observed value at the edges.
+
+    Vectorised over rows (spec "Sequences": missing values inside a context are interpolated
+    before the DWT because a NaN would spread through the wavelet filters). Every row must hold
+    at least one observed value.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    missing = np.isnan(x)
+    if not missing.any():
+        return x.copy()
+    n, t = x.shape
+    pos = np.broadcast_to(np.arange(t), (n, t))
+    prev = np.maximum.accumulate(np.where(missing, -1, pos), axis=1)
+    nxt = np.minimum.accumulate(np.where(missing, t, pos)[:, ::-1], axis=1)[:, ::-1]
+    has_prev = prev >= 0
+    has_next = nxt < t
+    rows = np.arange(n)[:, None]
+    x_prev = x[rows, np.clip(prev, 0, t - 1)]
+    x_next = x[rows, np.clip(nxt, 0, t - 1)]
+    gap = np.where(has_prev & has_next & (nxt > prev), nxt - prev, 1)
+    frac = (pos - prev) / gap
+    interp = x_prev + (x_next - x_prev) * frac
+    filled = np.where(has_prev & has_next, interp, np.where(has_prev, x_prev, x_next))
+    return np.where(missing, filled, x)
+
+
+def observed_lengths(values: FloatArray) -> IntArray:
+    """Length of each row counted from its first observed (non-NaN) value to the end.
+
+    Leading NaNs are left padding ("no history"); anything after the first observation is part
+    of the series, missing or not.
+    """
+    observed = ~np.isnan(values)
+    first = np.argmax(observed, axis=1)
+    return (values.shape[1] - first).astype(np.int64)
+
+
+def location_scale(
+    values: FloatArray, scaling: str
+) -> tuple[FloatArray, FloatArray]:
+    """Per-row ``(loc, scale)`` from the observed (non-NaN) values of ``values`` [n, T].
+
+    - ``"standard"`` (spec "Tokenizer", step 1): loc = mean, scale = population std; a row whose
+      observed values are all equal gets loc = that value exactly and scale = 1, so a constant
+      series is mapped to exactly 0 and decodes to exactly the constant.
+    - ``"mean"`` (Chronos ``MeanScaleUniformBins._input_transform``): loc = 0,
+      scale = mean |x|; scale 0 (all zeros) -> 1.
+    """
+    observed = ~np.isnan(values)
+    count = observed.sum(axis=1)
+    if scaling == "mean":
+        scale = np.where(observed, np.abs(values), 0.0).sum(axis=1) / count
+        scale = np.where(scale > 0, scale, 1.0)
+        return np.zeros(values.shape[0]), scale
+    if scaling == "standard":
+        vmax = np.where(observed, values, -np.inf).max(axis=1)
+        vmin = np.where(observed, values, np.inf).min(axis=1)
+        loc = np.where(observed, values, 0.0).sum(axis=1) / count
+        dev = np.where(observed, values - loc[:, None], 0.0)
+        scale = np.sqrt((dev**2).sum(axis=1) / count)
+        constant = vmax == vmin
+        loc = np.where(constant, vmax, loc)
+        scale = np.where(constant | ~(scale > 0), 1.0, scale)
+        return loc, scale
+    raise ValueError(f"scaling must be 'standard' or 'mean', got {scaling!r}")
+
+
+def append_eos(ids: IntArray) -> IntArray:
+    """Append an EOS column to int ids [n, T] -> [n, T+1]."""
+    eos = np.full((ids.shape[0], 1), EOS_ID, dtype=np.int64)
+    return np.concatenate([ids.astype(np.int64, copy=False), eos], axis=1)
+
+
+def check_limits(limits: tuple[float, float]) -> tuple[float, float]:
+    """Validate quantiser limits ``(lo, hi)``: two finite numbers with lo < hi."""
+    try:
+        lo, hi = (float(v) for v in limits)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"limits must be a pair (lo, hi) of numbers, got {limits!r}") from err
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi:
+        raise ValueError(f"limits must be finite with lo < hi, got {limits!r}")
+    return lo, hi
+
+
+def check_ids(ids: npt.ArrayLike, state: TokenizerState) -> IntArray:
+    """Validate sampled ids [n, S, H] against the state's batch size; return int64."""
+    arr = np.asarray(ids)
+    if arr.ndim != 3:
+        raise ValueError(f"ids must be a 3-D array [n_series, n_samples, horizon], got {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"ids must hold integers, got dtype {arr.dtype}")
+    if arr.shape[0] != len(state):
+        raise ValueError(f"ids has {arr.shape[0]} series but the state holds {len(state)}")
+    return arr.astype(np.int64, copy=False)

@@ -1,0 +1,14 @@
+"""Kedro settings of icml25."""
+
+from kedro.config import OmegaConfigLoader
+
+from icml25.hooks import HOOKS as PROJECT_HOOKS
+
+HOOKS = PROJECT_HOOKS
+
+CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**", "**/mlflow*"]},
+}

@@ -1,0 +1,42 @@
+import mlflow
+import pytest
+
+from icml25.core.tracking import check_same_metric_names, flatten_params, log_variants
+
+
+def test_flatten_params():
+    assert flatten_params({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {
+        "a.b": "1", "a.c.d": "[1, 2]", "e": "x"}
+
+
+def test_metric_names_must_match():
+    assert check_same_metric_names({"a": {"x": 1, "y": 2}, "b": {"y": 1, "x": 3}}) == ["x", "y"]
+    with pytest.raises(ValueError, match="identical metric names"):
+        check_same_metric_names({"a": {"x": 1}, "b": {"y": 1}})
+
+
+def test_variants_are_child_runs_with_identical_metric_names(mlflow_tmp):
+    mlflow.set_experiment("demo")
+    with mlflow.start_run(run_name="parent") as parent:
+        ids = log_variants(
+            "demo",
+            {"method": {"wql": 0.5, "mase": 0.7}, "baseline": {"wql": 0.6, "mase": float("nan")}},
+            roles={"method": "method", "baseline": "baseline"},
+            params_by_variant={"method": {"tokenizer": {"vocab": 1024}}},
+        )
+    runs = mlflow.search_runs(experiment_names=["demo"], output_format="list")
+    children = {r.info.run_name: r for r in runs if r.info.run_id != parent.info.run_id}
+    assert set(children) == {"method", "baseline"}
+    for name, run in children.items():
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.tags["icml25.variant"] == name
+        assert run.info.run_id == ids[name]
+    assert children["method"].data.metrics == {"wql": 0.5, "mase": 0.7}
+    assert children["baseline"].data.metrics == {"wql": 0.6}  # NaN is not logged
+    assert children["method"].data.params == {"tokenizer.vocab": "1024"}
+    assert children["baseline"].data.tags["icml25.role"] == "baseline"
+
+
+def test_missing_role_is_an_error(mlflow_tmp):
+    with pytest.raises(ValueError, match="no role"):
+        log_variants("demo", {"a": {"x": 1.0}}, roles={})
