@@ -11,4 +11,6 @@ CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**", "**/mlflow*"]},
+    # conf/test and conf/paper override single keys of a pipeline's tree, not the whole tree
+    "merge_strategy": {"parameters": "soft", "mlflow": "soft"},
 }

@@ -96,6 +96,20 @@ def test_incremental_decoding_matches_full_forward(position):
     torch.testing.assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("position", POSITIONS)
+def test_shared_cross_attention_for_samples_matches_repeated_inputs(position):
+    # generate keeps one copy of the encoder keys/values per series for all its samples
+    torch.manual_seed(5)
+    model = Seq2SeqForecaster(tiny_config(position=position)).eval()
+    ids, mask = make_inputs()
+    n = 4
+    dec = torch.randint(2, 40, (3 * n, 5))
+    expected = model(ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0), dec)
+    state = model.init_decoder_state(model.encode(ids, mask), mask).repeat_interleave(n)
+    steps = [model.decode(dec[:, t : t + 1], state) for t in range(dec.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected, atol=1e-5, rtol=0)
+
+
 def test_padding_is_invisible():
     # a left-padded row gives the same logits as the same tokens without the padding
     model = Seq2SeqForecaster(tiny_config(position="t5_relative")).eval()

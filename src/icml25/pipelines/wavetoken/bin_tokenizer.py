@@ -71,8 +71,9 @@ class MeanScaleUniformBins:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer):
             raise ValueError(f"vocab_size must be an integer, got {vocab_size!r}")
         if vocab_size < 5:
-            raise ValueError(f"vocab_size must be >= 5 (PAD, EOS, unused id 2, >= 2 bins), got "
-                             f"{vocab_size}")
+            raise ValueError(
+                f"vocab_size must be >= 5 (PAD, EOS, unused id 2, >= 2 bins), got {vocab_size}"
+            )
         if scaling not in ("mean", "standard"):
             raise ValueError(f"scaling must be 'mean' or 'standard', got {scaling!r}")
         if context_length is not None and (
@@ -80,8 +81,9 @@ class MeanScaleUniformBins:
             or not isinstance(context_length, int | np.integer)
             or context_length < 1
         ):
-            raise ValueError(f"context_length must be None or a positive integer, got "
-                             f"{context_length!r}")
+            raise ValueError(
+                f"context_length must be None or a positive integer, got {context_length!r}"
+            )
         self.vocab_size = int(vocab_size)
         self.limits = check_limits(limits)
         self.scaling = scaling

@@ -149,7 +149,9 @@ def forecast(
                 ids = tokens.detach().cpu().numpy()
                 expected = (context.shape[0], n_samples, n_tokens)
                 if ids.shape != expected:
-                    raise ValueError(f"model.generate returned shape {ids.shape}; expected {expected}")
+                    raise ValueError(
+                        f"model.generate returned shape {ids.shape}; expected {expected}"
+                    )
                 values = np.asarray(tokenizer.output_transform(ids, state), dtype=np.float64)
                 if values.ndim != 3 or values.shape[:2] != expected[:2]:
                     raise ValueError(

@@ -163,9 +163,7 @@ def mase(
     if isinstance(season, bool) or not isinstance(season, int | np.integer) or season < 1:
         raise ValueError(f"season must be a positive integer, got {season!r}")
     if len(histories) != target.shape[0]:
-        raise ValueError(
-            f"histories has {len(histories)} series but y has {target.shape[0]} rows"
-        )
+        raise ValueError(f"histories has {len(histories)} series but y has {target.shape[0]} rows")
     ratios = []
     skipped = []
     for i, hist in enumerate(histories):
@@ -177,11 +175,14 @@ def mase(
     if skipped:
         logger.info(
             "mase: skipped %d of %d series with zero or undefined seasonal error (first: %s)",
-            len(skipped), target.shape[0], skipped[:5],
+            len(skipped),
+            target.shape[0],
+            skipped[:5],
         )
     if not ratios:
-        warnings.warn("mase: every series has a zero or undefined seasonal error (NaN)",
-                      stacklevel=2)
+        warnings.warn(
+            "mase: every series has a zero or undefined seasonal error (NaN)", stacklevel=2
+        )
         return float("nan")
     return float(np.mean(ratios))
 
@@ -210,7 +211,9 @@ def seasonality(freq: str) -> int:
     if remainder or period < 1:
         logger.warning(
             "seasonality: multiple %d does not divide base seasonality %d of %r, using 1",
-            offset.n, base, freq,
+            offset.n,
+            base,
+            freq,
         )
         return 1
     return int(period)
@@ -257,11 +260,15 @@ def aggregate_relative(
                 continue
             ratios.append(v / b)
         if skipped:
-            logger.info("aggregate_relative: %s skips datasets %s (zero or non-finite values)",
-                        model, skipped)
+            logger.info(
+                "aggregate_relative: %s skips datasets %s (zero or non-finite values)",
+                model,
+                skipped,
+            )
         if not ratios:
-            warnings.warn(f"aggregate_relative: no dataset usable for {model!r} (NaN)",
-                          stacklevel=2)
+            warnings.warn(
+                f"aggregate_relative: no dataset usable for {model!r} (NaN)", stacklevel=2
+            )
             out[model] = float("nan")
             continue
         r = np.asarray(ratios)
@@ -279,13 +286,15 @@ def average_rank(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     models = list(scores)
     datasets = sorted(set().union(*(set(v) for v in scores.values())))
     usable = [
-        d for d in datasets
+        d
+        for d in datasets
         if all(d in scores[m] and np.isfinite(float(scores[m][d])) for m in models)
     ]
     skipped = sorted(set(datasets) - set(usable))
     if skipped:
-        logger.info("average_rank: skipping datasets without a finite score for every model: %s",
-                    skipped)
+        logger.info(
+            "average_rank: skipping datasets without a finite score for every model: %s", skipped
+        )
     if not usable:
         warnings.warn("average_rank: no dataset is scored by every model (NaN)", stacklevel=2)
         return {m: float("nan") for m in models}

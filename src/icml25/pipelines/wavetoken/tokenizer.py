@@ -67,6 +67,12 @@ class TokenizerState:
     def __len__(self) -> int:
         return int(self.loc.shape[0])
 
+    def subset(self, index: npt.ArrayLike | slice) -> TokenizerState:
+        """The state of a subset of series (for mini-batches): rows ``index`` of every array."""
+        return TokenizerState(
+            loc=self.loc[index], scale=self.scale[index], n_tokens=self.n_tokens[index]
+        )
+
 
 @runtime_checkable
 class ForecastTokenizer(Protocol):
@@ -84,9 +90,7 @@ class ForecastTokenizer(Protocol):
     eos_id: int
     name: str
 
-    def context_input(
-        self, context: npt.ArrayLike
-    ) -> tuple[IntArray, BoolArray, TokenizerState]:
+    def context_input(self, context: npt.ArrayLike) -> tuple[IntArray, BoolArray, TokenizerState]:
         """Tokenize contexts float [n, C] (leading NaNs = no history, interior NaNs = missing).
 
         Returns ``input_ids`` int64 [n, L+1] ending in EOS, ``attention_mask`` bool [n, L+1]
@@ -137,10 +141,16 @@ def fill_missing(values: FloatArray) -> FloatArray:
     before the DWT because a NaN would spread through the wavelet filters). Every row must hold
     at least one observed value.
     """
-    x = np.asarray(values, dtype=np.float64)
+    out = np.array(values, dtype=np.float64)
+    rows_with_nan = np.nonzero(np.isnan(out).any(axis=1))[0]
+    if rows_with_nan.size:
+        out[rows_with_nan] = _fill_rows(out[rows_with_nan])
+    return out
+
+
+def _fill_rows(x: FloatArray) -> FloatArray:
+    """:func:`fill_missing` on rows that all contain a NaN (and at least one observation)."""
     missing = np.isnan(x)
-    if not missing.any():
-        return x.copy()
     n, t = x.shape
     pos = np.broadcast_to(np.arange(t), (n, t))
     prev = np.maximum.accumulate(np.where(missing, -1, pos), axis=1)
@@ -168,9 +178,7 @@ def observed_lengths(values: FloatArray) -> IntArray:
     return (values.shape[1] - first).astype(np.int64)
 
 
-def location_scale(
-    values: FloatArray, scaling: str
-) -> tuple[FloatArray, FloatArray]:
+def location_scale(values: FloatArray, scaling: str) -> tuple[FloatArray, FloatArray]:
     """Per-row ``(loc, scale)`` from the observed (non-NaN) values of ``values`` [n, T].
 
     - ``"standard"`` (spec "Tokenizer", step 1): loc = mean, scale = population std; a row whose

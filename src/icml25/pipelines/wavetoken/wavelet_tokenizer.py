@@ -334,15 +334,20 @@ class WaveletTokenizer:
         obs = observed_lengths(x)
         keep = np.maximum(obs - obs % self.block, self.block)
         loc, scale = location_scale(x, self.scaling)
-        # fill_missing also fills the left padding with the oldest observed value, which is what
-        # the (rare) rows shorter than one block use as their extension.
-        scaled = (fill_missing(x) - loc[:, None]) / scale[:, None]
+        mask = np.arange(width)[None, :] >= (width - keep)[:, None]
+        # Only rows with a NaN inside their tokenized part need filling; fill_missing also fills
+        # the left padding with the oldest observed value, which is what the (rare) rows
+        # shorter than one block use as their extension.
+        filled = x.copy()
+        needs_fill = np.nonzero((np.isnan(x) & mask).any(axis=1))[0]
+        if needs_fill.size:
+            filled[needs_fill] = fill_missing(x[needs_fill])
+        scaled = (filled - loc[:, None]) / scale[:, None]
         ids = np.full((n, width), PAD_ID, dtype=np.int64)
         for k in np.unique(keep):
             rows = np.nonzero(keep == k)[0]
             coeffs = self.threshold_details(self.decompose(scaled[rows, width - k :]))
             ids[rows, width - k :] = self.quantize(coeffs)
-        mask = np.arange(width)[None, :] >= (width - keep)[:, None]
         input_ids = append_eos(ids)
         attention_mask = np.concatenate([mask, np.ones((n, 1), dtype=bool)], axis=1)
         return input_ids, attention_mask, TokenizerState(loc=loc, scale=scale, n_tokens=keep)

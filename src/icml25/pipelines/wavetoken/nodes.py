@@ -1,0 +1,372 @@
+"""Kedro nodes of the wavetoken pipeline: thin wrappers around the method modules.
+
+Each node validates its parameter tree (``params:wavetoken``) into :class:`WavetokenParams`,
+does one step of the spec's pipeline sketch and returns plain tables, dicts or state dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.pipelines.wavetoken import metrics as fm
+from icml25.pipelines.wavetoken.forecaster import forecast
+from icml25.pipelines.wavetoken.frames import (
+    EvalSet,
+    eval_sets_to_frame,
+    frame_to_eval_sets,
+    frame_to_quantiles,
+    frame_to_series,
+    quantiles_to_frame,
+    series_to_frame,
+)
+from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
+from icml25.pipelines.wavetoken.model import Seq2SeqForecaster
+from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
+from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
+from icml25.pipelines.wavetoken.real_data import load_datasets, train_test_split
+from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
+from icml25.pipelines.wavetoken.stat_baselines import run_statsforecast
+from icml25.pipelines.wavetoken.stress_sets import make_stress_sets
+from icml25.pipelines.wavetoken.tsmixup import tsmixup
+
+logger = logging.getLogger(__name__)
+PIPELINE = "wavetoken"
+
+
+def _params(params: dict[str, Any]) -> WavetokenParams:
+    return validate_parameters(WavetokenParams, params, PIPELINE)
+
+
+# ------------------------------------------------------------------------------------ data
+def load_real_series(params: dict[str, Any]) -> pd.DataFrame:
+    """The real series shipped inside packages (spec "Data"), one row per point."""
+    p = _params(params)
+    datasets = load_datasets([*p.data.in_domain, *p.data.zero_shot])
+    rows = []
+    for ds in datasets:
+        role = "in_domain" if ds.name in p.data.in_domain else "zero_shot"
+        series = ds.series[: p.data.max_series_per_dataset]
+        frame = series_to_frame({ds.name: series})
+        frame["role"], frame["freq"] = role, ds.freq
+        frame["horizon"], frame["season"] = ds.horizon, ds.season
+        rows.append(frame)
+        logger.info("wavetoken data: %s (%s) %d series, H=%d, season=%d",
+                    ds.name, role, len(series), ds.horizon, ds.season)
+    return pd.concat(rows, ignore_index=True)
+
+
+def generate_kernelsynth(params: dict[str, Any]) -> pd.DataFrame:
+    """KernelSynth GP series: ``train`` ones for pretraining, ``test`` ones held out."""
+    p = _params(params)
+    ks = p.kernelsynth
+    values = sample_kernelsynth(ks.n_train + ks.n_test, ks.length, np.random.default_rng(ks.seed))
+    return series_to_frame({"train": values[: ks.n_train], "test": values[ks.n_train:]})
+
+
+def generate_stress_sets(params: dict[str, Any]) -> pd.DataFrame:
+    """Spikes, chirps and trend+season series of length context + horizon (paper Figure 1)."""
+    p = _params(params)
+    length = p.context_length + p.prediction_length
+    sets = make_stress_sets(p.stress.n_series, length, np.random.default_rng(p.stress.seed))
+    return series_to_frame(sets)
+
+
+def build_evaluation_sets(
+    real: pd.DataFrame, kernelsynth: pd.DataFrame, stress: pd.DataFrame, params: dict[str, Any]
+) -> pd.DataFrame:
+    """Every test window: the last H points of each real series (Chronos protocol), held-out
+    KernelSynth and the stress patterns (context = all but the last ``prediction_length``)."""
+    p = _params(params)
+    sets: list[EvalSet] = []
+    for (name, role), rows in real.groupby(["collection", "role"], sort=False):
+        first = rows.iloc[0]
+        horizon = int(first["horizon"])
+        series = frame_to_series(rows)
+        _, test = train_test_split_arrays(series, horizon, str(name))
+        sets.append(EvalSet(str(name), str(role), int(first["season"]), horizon,
+                            [h for h, _ in test], np.stack([f for _, f in test])))
+    h = p.prediction_length
+    synthetic = {"kernelsynth": frame_to_series(kernelsynth, "test")}
+    synthetic |= {name: frame_to_series(stress, name) for name in stress["collection"].unique()}
+    for name, series in synthetic.items():
+        group = "kernelsynth" if name == "kernelsynth" else "stress"
+        # synthetic series have no calendar: the naive normaliser uses season 1 (spec prototype)
+        sets.append(EvalSet(name, group, 1, h, [s[:-h] for s in series],
+                            np.stack([s[-h:] for s in series])))
+    return eval_sets_to_frame(sets)
+
+
+def train_test_split_arrays(series: list[np.ndarray], horizon: int, name: str):
+    from icml25.pipelines.wavetoken.real_data import SeriesDataset
+
+    return train_test_split(SeriesDataset(name, "in_domain", "D", horizon, 1, series))
+
+
+def build_training_corpus(
+    real: pd.DataFrame, kernelsynth: pd.DataFrame, params: dict[str, Any]
+) -> pd.DataFrame:
+    """TSMixup over the in-domain training parts (never zero-shot data) + KernelSynth train."""
+    p = _params(params)
+    pool = []
+    for _, rows in real[real["role"] == "in_domain"].groupby("collection", sort=False):
+        horizon = int(rows.iloc[0]["horizon"])
+        pool += [s[:-horizon] for s in frame_to_series(rows) if len(s) > horizon]
+    mixes = tsmixup(pool, p.tsmixup.n_mixes, np.random.default_rng(p.tsmixup.seed),
+                    k_max=p.tsmixup.k_max, min_length=p.tsmixup.min_length,
+                    max_length=p.tsmixup.max_length, alpha=p.tsmixup.alpha)
+    return series_to_frame({"tsmixup": mixes, "kernelsynth": frame_to_series(kernelsynth, "train")})
+
+
+# -------------------------------------------------------------------------------- models
+def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str) -> dict[str, Any]:
+    """Pretrain one tokenizer variant once per seed; returns ``{seed_<s>: state dict + meta}``."""
+    p = _params(params)
+    tok_params = p.variants[variant]
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    mixes = frame_to_series(corpus, "tsmixup")
+    kernelsynth = frame_to_series(corpus, "kernelsynth")
+    tokenizer = build_tokenizer(tok_params, p.context_length)
+    config = model_config(p.model, tokenizer.vocab_size, p.context_length, p.prediction_length)
+    models = {}
+    for seed in p.seeds_of(variant):
+        seed_everything(seed)
+        key = run_key({"variant": tok_params.model_dump(), "model": p.model.model_dump(),
+                       "train": p.train.model_dump(), "seed": seed, "C": p.context_length,
+                       "H": p.prediction_length, "corpus_rows": len(corpus)})
+        ckpt = Path(p.train.checkpoint_dir) / f"{variant}_seed{seed}_{key}"
+        model, result = pretrain(
+            mixes, kernelsynth, tokenizer, config, p.train, p.context_length,
+            p.prediction_length, seed, device, checkpoint_dir=ckpt, progress=p.progress,
+            desc=f"{variant} seed {seed}")
+        logger.info("wavetoken %s seed %d: %d steps in %.1fs, final loss %.4f", variant, seed,
+                    result.steps_done, result.seconds, result.history[-1]["train_loss"]
+                    if result.history else float("nan"))
+        models[f"seed_{seed}"] = {
+            "state_dict": model.state_dict(),
+            "metadata": {"variant": variant, "seed": seed, "model_config": config.to_dict(),
+                         "tokenizer": tok_params.model_dump(), "history": result.history,
+                         "train_seconds": result.seconds, "steps": result.steps_done},
+        }
+    return models
+
+
+def forecast_variant(
+    models: dict[str, Any], eval_sets: pd.DataFrame, params: dict[str, Any], variant: str
+) -> pd.DataFrame:
+    """Sample ``n_samples`` paths per test window with each seed's model; keep the quantiles."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    tokenizer = build_tokenizer(p.variants[variant], p.context_length)
+    sets = frame_to_eval_sets(eval_sets)
+    frames = []
+    for key in sorted(models):
+        entry = models[key]() if callable(models[key]) else models[key]
+        meta = entry["metadata"]
+        model = Seq2SeqForecaster.from_state(meta["model_config"], entry["state_dict"]).to(device)
+        for s in sets:
+            contexts = _context_matrix(s.histories, p.context_length)
+            samples = forecast(
+                model, tokenizer, contexts, horizon=s.horizon,
+                prediction_length=p.prediction_length, n_samples=p.sampling.n_samples,
+                temperature=p.sampling.temperature, top_k=p.sampling.top_k,
+                top_p=p.sampling.top_p, batch_size=p.sampling.batch_size, device=device,
+                seed=int(meta["seed"]), progress=False)
+            q = fm.quantiles_from_samples(samples, p.quantile_levels)
+            frames.append(quantiles_to_frame(variant, int(meta["seed"]), s.name, q,
+                                             p.quantile_levels))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _context_matrix(histories: list[np.ndarray], length: int) -> np.ndarray:
+    """Last ``length`` points of each history, left-padded with NaN (= no history)."""
+    out = np.full((len(histories), length), np.nan)
+    for i, h in enumerate(histories):
+        tail = h[-length:]
+        out[i, length - len(tail):] = tail
+    return out
+
+
+def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+    """Seasonal naive, naive, AutoETS, AutoARIMA, AutoTheta (statsforecast) on every window."""
+    p = _params(params)
+    frames = []
+    for s in frame_to_eval_sets(eval_sets):
+        histories = [h[-p.baselines.max_history:] if p.baselines.max_history else h
+                     for h in s.histories]
+        out = run_statsforecast(histories, s.horizon, s.season, models=tuple(p.baselines.models),
+                                levels=tuple(p.quantile_levels))
+        for model, q in out.items():
+            frames.append(quantiles_to_frame(model, 0, s.name, q, p.quantile_levels))
+    return pd.concat(frames, ignore_index=True)
+
+
+def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Round-trip errors of every tokenizer on the evaluation contexts (claim (a))."""
+    p = _params(params)
+    contexts = [_context_matrix(s.histories, p.context_length)
+                for s in frame_to_eval_sets(eval_sets)]
+    full = np.concatenate(contexts)
+    full = full[~np.isnan(full).any(axis=1)]  # the bound is stated for complete windows
+    return {v: tokenizer_roundtrip_report(build_tokenizer(p.variants[v], p.context_length), full)
+            for v in VARIANTS}
+
+
+# ---------------------------------------------------------------------------- evaluation
+def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
+                       *forecast_tables: pd.DataFrame) -> pd.DataFrame:
+    """WQL and MASE of every (variant, seed, dataset) — spec "Metrics"."""
+    p = _params(params)
+    sets = {s.name: s for s in frame_to_eval_sets(eval_sets)}
+    rows = []
+    for table in forecast_tables:
+        for (variant, seed, dataset), g in table.groupby(["variant", "seed", "dataset"]):
+            s = sets[dataset]
+            q = frame_to_quantiles(g, p.quantile_levels)
+            median = q[:, p.quantile_levels.index(0.5), :]
+            rows.append({
+                "variant": variant, "seed": int(seed), "dataset": dataset, "group": s.group,
+                "wql": fm.weighted_quantile_loss(s.futures, q, p.quantile_levels),
+                "mase": fm.mase(s.futures, median, s.histories, s.season),
+            })
+    return pd.DataFrame(rows)
+
+
+def _relative(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
+    base = scores[scores["variant"] == "seasonal_naive"].groupby("dataset")[metric].mean()
+    out = scores.copy()
+    out[f"rel_{metric}"] = out[metric] / out["dataset"].map(base)
+    return out
+
+
+def _geomean(values: pd.Series) -> float:
+    values = values[np.isfinite(values) & (values > 0)]
+    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
+
+
+GROUPS = {"real": ("in_domain", "zero_shot"), "in_domain": ("in_domain",),
+          "zero_shot": ("zero_shot",)}
+
+
+def summarise_metrics(scores: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
+    """Per variant, per-seed lists of every headline metric (identical names for all variants).
+
+    ``agg_rel_<m>_<group>``: geometric mean over the group's datasets of the ratio to seasonal
+    naive (Chronos ``agg-relative-score.py``); ``rel_<m>_<dataset>`` for the synthetic sets;
+    ``avg_rank_<m>_real``: mean rank over real datasets (seed-mean scores, 1 = best).
+    """
+    rel = _relative(_relative(scores, "wql"), "mase")
+    out: dict[str, dict[str, list[float]]] = {}
+    for (variant, _seed), g in rel.groupby(["variant", "seed"]):
+        metrics = out.setdefault(variant, {})
+        for m in ("wql", "mase"):
+            for group, members in GROUPS.items():
+                value = _geomean(g.loc[g["group"].isin(members), f"rel_{m}"])
+                metrics.setdefault(f"agg_rel_{m}_{group}", []).append(value)
+            for _, row in g[g["group"].isin(("kernelsynth", "stress"))].iterrows():
+                metrics.setdefault(f"rel_{m}_{row['dataset']}", []).append(row[f"rel_{m}"])
+    real = rel[rel["group"].isin(GROUPS["real"])]
+    for m in ("wql", "mase"):
+        table = real.groupby(["dataset", "variant"])[m].mean().unstack("variant")
+        ranks = fm.average_rank({v: table[v].to_dict() for v in table.columns})
+        for variant, rank in ranks.items():
+            out[variant][f"avg_rank_{m}_real"] = [rank]
+    return out
+
+
+def judge_claims(
+    scores: pd.DataFrame, roundtrip: dict[str, Any], params: dict[str, Any],
+    run_info: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
+    p = _params(params)
+    metrics = summarise_metrics(scores)
+    claim_metrics = {**metrics, **{f"tokenizer:{v}": r for v, r in roundtrip.items()}}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
+                           run_info, p.seeds, title="WaveToken (ICML 2025)")
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                            extra={"tokenizer_roundtrip": roundtrip,
+                                   "per_dataset": _per_dataset(scores)})
+    if mlflow.active_run() is not None:
+        roles = {v: p.variants[v].role if v in p.variants else "baseline" for v in metrics}
+        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        log_variants(PIPELINE, means, roles,
+                     params_by_variant={v: p.variants[v].model_dump() for v in p.variants})
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def _per_dataset(scores: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    table = scores.groupby(["dataset", "variant"])[["wql", "mase"]].mean()
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (dataset, variant), row in table.iterrows():
+        out.setdefault(dataset, {})[variant] = {"wql": row["wql"], "mase": row["mase"]}
+    return out
+
+
+def log_training_curves(*models: dict[str, Any]) -> None:
+    """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
+    if mlflow.active_run() is None:
+        return
+    for bundle in models:
+        for key in sorted(bundle):
+            meta = (bundle[key]() if callable(bundle[key]) else bundle[key])["metadata"]
+            with variant_run(f"{meta['variant']}/training/seed {meta['seed']}", role="ablation"
+                             if meta["variant"] == "chronos_bins_std" else "method"
+                             if meta["variant"] == "wavetoken" else "baseline",
+                             pipeline=PIPELINE, params={"seed": meta["seed"]}):
+                for entry in meta["history"]:
+                    log_metrics({"train_loss": entry["train_loss"]}, step=int(entry["step"]))
+
+
+# ---------------------------------------------------------------------------------- plots
+def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
+                   *forecast_tables: pd.DataFrame) -> dict[str, Any]:
+    """One figure per stress pattern (and KernelSynth): context, truth, median, 10-90% band."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = _params(params)
+    sets = {s.name: s for s in frame_to_eval_sets(eval_sets)}
+    table = pd.concat(forecast_tables, ignore_index=True)
+    table = table[table["seed"] == table.groupby("variant")["seed"].transform("min")]
+    models = [m for m in ("wavetoken", "chronos_bins_1024", "auto_ets", "seasonal_naive")
+              if m in set(table["variant"])]
+    lo, hi = min(p.quantile_levels), max(p.quantile_levels)
+    figures = {}
+    for name in [n for n in p.plots if n in sets]:
+        s = sets[name]
+        fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), sharey=True,
+                                 squeeze=False)
+        history = s.histories[0][-2 * s.horizon * 2:]
+        t_hist = np.arange(-len(history), 0)
+        t_fut = np.arange(s.horizon)
+        for ax, model in zip(axes[0], models, strict=True):
+            rows = table[(table["variant"] == model) & (table["dataset"] == name)
+                         & (table["series"] == 0)]
+            q = frame_to_quantiles(rows.assign(series=0), p.quantile_levels)[0]
+            ax.plot(t_hist, history, color="0.35", lw=1, label="context")
+            ax.plot(t_fut, s.futures[0], color="black", lw=1.2, label="truth")
+            ax.plot(t_fut, q[p.quantile_levels.index(0.5)], color="C0", lw=1.5, label="median")
+            ax.fill_between(t_fut, q[p.quantile_levels.index(lo)], q[p.quantile_levels.index(hi)],
+                            color="C0", alpha=0.25, label=f"{lo:.0%}-{hi:.0%}")
+            ax.set_title(model, fontsize=10)
+            ax.axvline(0, color="0.7", lw=0.8, ls="--")
+        axes[0][0].legend(fontsize=7, loc="upper left")
+        fig.suptitle(f"wavetoken — {name} (series 0)", fontsize=11)
+        fig.tight_layout()
+        figures[f"{name}.png"] = fig
+    return figures

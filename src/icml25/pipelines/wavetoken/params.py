@@ -1,0 +1,184 @@
+"""Parameters of the wavetoken pipeline (``conf/*/parameters_wavetoken.yml``), validated once.
+
+Every choice the paper leaves unconfirmed (spec ``wavetoken.md``) is a parameter here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from icml25.core.claims import ClaimSpec
+from icml25.core.params import ParamsModel
+
+#: The tokenizer variants the pipeline trains, in wiring order. Their settings live under
+#: ``wavetoken.variants.<name>``; the wiring (one train and one forecast node each) is fixed here so
+#: kedro-viz shows it and runners can spread it.
+VARIANTS = ("wavetoken", "chronos_bins_1024", "chronos_bins_4096", "chronos_bins_std")
+STAT_BASELINES = ("seasonal_naive", "naive", "auto_ets", "auto_arima", "auto_theta")
+
+
+class DataParams(ParamsModel):
+    in_domain: list[str] = Field(min_length=1)
+    zero_shot: list[str] = Field(min_length=1)
+    max_series_per_dataset: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> DataParams:
+        both = sorted(set(self.in_domain) & set(self.zero_shot))
+        if both:
+            raise ValueError(f"datasets {both} are both in_domain and zero_shot (zero-shot data "
+                             "must never be trained on)")
+        return self
+
+
+class KernelSynthParams(ParamsModel):
+    n_train: int = Field(gt=0)
+    n_test: int = Field(gt=0)
+    length: int = Field(ge=64)
+    seed: int = Field(ge=0)
+
+
+class TSMixupParams(ParamsModel):
+    n_mixes: int = Field(ge=0)
+    k_max: int = Field(default=3, ge=1)
+    min_length: int = Field(default=128, ge=16)
+    max_length: int = Field(default=2048, ge=16)
+    alpha: float = Field(default=1.5, gt=0)
+    seed: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _lengths(self) -> TSMixupParams:
+        if self.min_length > self.max_length:
+            raise ValueError(f"min_length {self.min_length} > max_length {self.max_length}")
+        return self
+
+
+class StressParams(ParamsModel):
+    n_series: int = Field(gt=0)
+    seed: int = Field(ge=0)
+
+
+class TokenizerParams(ParamsModel):
+    kind: Literal["wavelet", "bins"]
+    role: Literal["method", "baseline", "ablation"]
+    vocab_size: int = Field(ge=8)
+    limits: tuple[float, float] = (-15.0, 15.0)
+    scaling: Literal["standard", "mean"]
+    wavelet: str = "bior2.2"
+    level: int = Field(default=1, ge=1, le=6)
+    threshold: Literal["none", "visushrink", "fdrc", "cdf"] = "none"
+    threshold_q: float = Field(default=0.05, gt=0, lt=1)
+    threshold_targets: bool = False
+    seeds: list[int] | None = None
+
+    @field_validator("limits")
+    @classmethod
+    def _ordered(cls, limits: tuple[float, float]) -> tuple[float, float]:
+        if not limits[0] < limits[1]:
+            raise ValueError(f"limits must be (low, high) with low < high, got {limits}")
+        return limits
+
+
+class ModelParams(ParamsModel):
+    d_model: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_encoder_layers: int = Field(ge=1)
+    n_decoder_layers: int = Field(ge=1)
+    d_ff: int = Field(gt=0)
+    dropout: float = Field(ge=0, lt=1)
+    position: Literal["learned", "t5_relative"] = "learned"
+
+    @model_validator(mode="after")
+    def _heads(self) -> ModelParams:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        return self
+
+
+class TrainParams(ParamsModel):
+    steps: int = Field(gt=0)
+    batch_size: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    grad_clip: float | None = Field(default=1.0, ge=0)
+    min_past: int = Field(default=60, ge=1)
+    nan_injection_max: float = Field(default=0.2, ge=0, lt=1)
+    kernelsynth_share: float = Field(default=0.1, ge=0, le=1)
+    amp: bool = False
+    log_every: int = Field(default=20, gt=0)
+    checkpoint_every: int = Field(default=0, ge=0)
+    checkpoint_dir: str = "data/06_models/wavetoken/checkpoints"
+
+
+class SamplingParams(ParamsModel):
+    n_samples: int = Field(default=20, gt=0)
+    temperature: float = Field(default=1.0, gt=0)
+    top_k: int | None = Field(default=50, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    batch_size: int = Field(default=64, gt=0)
+
+
+class BaselineParams(ParamsModel):
+    models: list[Literal[STAT_BASELINES]] = Field(min_length=1)  # type: ignore[valid-type]
+    max_history: int | None = Field(default=None, gt=0)
+
+    @field_validator("models")
+    @classmethod
+    def _has_normaliser(cls, models: list[str]) -> list[str]:
+        if "seasonal_naive" not in models:
+            raise ValueError("seasonal_naive is required: every relative score is normalised by it")
+        return models
+
+
+class WavetokenParams(ParamsModel):
+    seeds: list[int] = Field(min_length=1)
+    device: str = "auto"
+    num_threads: int = Field(default=1, ge=0)
+    context_length: int = Field(gt=0)
+    prediction_length: int = Field(gt=0)
+    quantile_levels: list[float] = Field(default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    progress: bool = True
+    data: DataParams
+    kernelsynth: KernelSynthParams
+    tsmixup: TSMixupParams
+    stress: StressParams
+    variants: dict[str, TokenizerParams]
+    model: ModelParams
+    train: TrainParams
+    sampling: SamplingParams
+    baselines: BaselineParams
+    plots: list[str] = Field(default_factory=list)
+    claims: list[ClaimSpec] = Field(min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
+        return seeds
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, variants: dict[str, TokenizerParams]) -> dict[str, TokenizerParams]:
+        if set(variants) != set(VARIANTS):
+            raise ValueError(f"variants must be exactly {list(VARIANTS)}, got {sorted(variants)}")
+        return variants
+
+    @model_validator(mode="after")
+    def _lengths(self) -> WavetokenParams:
+        for name, tok in self.variants.items():
+            if tok.kind == "wavelet":
+                block = 2**tok.level
+                for key in ("context_length", "prediction_length"):
+                    if getattr(self, key) % block:
+                        raise ValueError(f"{key} {getattr(self, key)} must be divisible by "
+                                         f"2^level = {block} for variant {name}")
+        if self.quantile_levels != sorted(self.quantile_levels) or 0.5 not in self.quantile_levels:
+            raise ValueError("quantile_levels must be increasing and contain 0.5 (the median)")
+        return self
+
+    def seeds_of(self, variant: str) -> list[int]:
+        """A variant's seeds: its own list (ablations may use fewer) or the pipeline's."""
+        return self.variants[variant].seeds or self.seeds

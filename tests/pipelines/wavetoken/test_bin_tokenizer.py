@@ -1,0 +1,199 @@
+"""Unit tests of the Chronos uniform-bin tokenizer (chronos-forecasting src/chronos/chronos.py)."""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import pytest
+
+from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
+from icml25.pipelines.wavetoken.tokenizer import EOS_ID, PAD_ID, ForecastTokenizer
+
+
+def reference_ids(values: np.ndarray, boundaries: np.ndarray, vocab: int) -> np.ndarray:
+    """Chronos' rule written element by element: bisect_right == bucketize(right=True)."""
+    ids = [bisect.bisect_right(list(boundaries), float(v)) + 2 for v in values]
+    return np.clip(np.array(ids), 0, vocab - 1)
+
+
+# ------------------------------------------------------------------------------ id layout
+def test_chronos_layout_at_4096():
+    tok = MeanScaleUniformBins()
+    assert tok.vocab_size == 4096 and tok.centres.size == 4093
+    assert tok.boundaries.size == 4094
+    assert tok.boundaries[0] == -1e20 and tok.boundaries[-1] == 1e20
+    assert tok.centres[0] == -15.0 and tok.centres[-1] == 15.0
+    assert tok.bin_width == pytest.approx(30 / 4092)
+    np.testing.assert_allclose(tok.boundaries[1:-1], (tok.centres[1:] + tok.centres[:-1]) / 2)
+    # extreme values: lowest id 3 (id 2 unused), highest 4095
+    np.testing.assert_array_equal(tok.quantize([-1e6, -15.0, 15.0, 1e6]), [3, 3, 4095, 4095])
+    assert tok.quantize(0.0) == 2049 and tok.dequantize(2049) == pytest.approx(0.0, abs=1e-12)
+    rng = np.random.default_rng(0)
+    ids = tok.quantize(rng.standard_cauchy(200_000) * 10)
+    assert ids.min() == 3 and ids.max() == 4095
+    assert not np.any(ids == 2)
+
+
+def test_chronos_layout_at_1024():
+    tok = MeanScaleUniformBins(vocab_size=1024)
+    assert tok.centres.size == 1021
+    np.testing.assert_array_equal(tok.quantize([-100.0, 0.0, 100.0]), [3, 513, 1023])
+
+
+def test_bucketize_right_semantics_values_on_boundaries_go_up():
+    tok = MeanScaleUniformBins()
+    k = np.array([1, 100, 2047, 4092])
+    on_boundary = tok.boundaries[k]
+    ids = tok.quantize(on_boundary)
+    np.testing.assert_array_equal(ids, k + 3)
+    np.testing.assert_array_equal(tok.dequantize(ids), tok.centres[k])  # the upper centre
+
+
+def test_quantize_matches_an_elementwise_reference():
+    tok = MeanScaleUniformBins(vocab_size=512)
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.normal(size=2000) * 8, tok.boundaries[1:-1], tok.centres])
+    np.testing.assert_array_equal(tok.quantize(values), reference_ids(values, tok.boundaries, 512))
+
+
+def test_quantize_matches_torch_bucketize():
+    torch = pytest.importorskip("torch")
+    tok = MeanScaleUniformBins()
+    rng = np.random.default_rng(2)
+    values = np.concatenate([rng.normal(size=5000) * 6, tok.boundaries[1:-1:7]])
+    expected = (
+        torch.bucketize(torch.from_numpy(values), torch.from_numpy(tok.boundaries), right=True) + 2
+    )
+    expected = expected.clamp(0, 4095).numpy()
+    np.testing.assert_array_equal(tok.quantize(values), expected)
+
+
+def test_decoding_clamps_special_ids_to_edge_bins():
+    tok = MeanScaleUniformBins()
+    np.testing.assert_array_equal(tok.dequantize([PAD_ID, EOS_ID, 2, 3]), [-15.0] * 4)
+    assert tok.dequantize(4095) == 15.0
+    np.testing.assert_array_equal(tok.dequantize(np.arange(3, 4096)), tok.centres)
+    np.testing.assert_array_equal(tok.quantize(tok.centres), np.arange(3, 4096))
+
+
+# ------------------------------------------------------------------------ scaling and NaN
+def test_mean_scale_from_observed_context_and_padding():
+    tok = MeanScaleUniformBins()
+    x = np.array(
+        [
+            [np.nan, np.nan, 2.0, -4.0, 6.0],
+            [1.0, np.nan, 3.0, 5.0, np.nan],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    ids, mask, state = tok.context_input(x)
+    np.testing.assert_allclose(state.scale, [4.0, 3.0, 1.0])
+    np.testing.assert_array_equal(state.loc, 0.0)
+    np.testing.assert_array_equal(state.n_tokens, [3, 3, 5])
+    assert ids.shape == mask.shape == (3, 6)
+    np.testing.assert_array_equal(mask[:, :-1], ~np.isnan(x))
+    assert np.all(ids[:, :-1][np.isnan(x)] == PAD_ID)
+    assert np.all(ids[:, -1] == EOS_ID) and mask[:, -1].all()
+    np.testing.assert_array_equal(ids[0, 2:5], tok.quantize([0.5, -1.0, 1.5]))
+    np.testing.assert_array_equal(ids[2, :-1], tok.quantize(np.zeros(5)))
+
+
+def test_round_trip_error_is_at_most_half_a_bin():
+    tok = MeanScaleUniformBins()
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 128)) * rng.uniform(0.1, 100, size=(50, 1)) + 5
+    ids, _, state = tok.context_input(x)
+    decoded = tok.output_transform(ids[:, None, :-1], state)[:, 0]
+    assert np.all(np.abs(decoded - x) <= tok.bin_width / 2 * state.scale[:, None] * (1 + 1e-9))
+
+
+def test_labels_use_the_context_scale():
+    tok = MeanScaleUniformBins()
+    context = np.array([[1.0, 2.0, 3.0, 2.0]])
+    _, _, state = tok.context_input(context)
+    assert state.scale[0] == 2.0
+    y = np.array([[4.0, 6.0, -2.0]])
+    labels = tok.label_input(y, state)
+    np.testing.assert_array_equal(labels, [[*tok.quantize([2.0, 3.0, -1.0]), EOS_ID]])
+    y_nan = np.array([[4.0, np.nan, 8.0]])
+    np.testing.assert_array_equal(tok.label_input(y_nan, state)[0, 1], tok.quantize(3.0))
+
+
+def test_mean_scaling_is_scale_invariant():
+    tok = MeanScaleUniformBins()
+    rng = np.random.default_rng(4)
+    x = np.abs(rng.normal(size=(20, 64))) + 1
+    ids, _, st = tok.context_input(x)
+    ids2, _, st2 = tok.context_input(7.5 * x)
+    assert (ids == ids2).mean() >= 0.999 and np.abs(ids - ids2).max() <= 1
+    sampled = rng.integers(3, 4096, size=(20, 4, 8))
+    np.testing.assert_allclose(
+        tok.output_transform(sampled, st2), 7.5 * tok.output_transform(sampled, st), rtol=1e-12
+    )
+
+
+def test_context_length_truncation_like_chronos():
+    tok = MeanScaleUniformBins(context_length=4)
+    x = np.array([[100.0, 100.0, 1.0, 2.0, 3.0, 2.0]])
+    ids, mask, state = tok.context_input(x)
+    assert ids.shape == mask.shape == (1, 5) and mask.all()
+    assert state.scale[0] == 2.0  # the truncated part only
+    np.testing.assert_array_equal(ids[0, :-1], tok.quantize([0.5, 1.0, 1.5, 1.0]))
+
+
+def test_standard_scaling_variant():
+    tok = MeanScaleUniformBins(scaling="standard")
+    assert tok.name == "chronos_bins-standard-V4096"
+    x = np.array([[1.0, 3.0, 5.0, 7.0], [2.5, 2.5, 2.5, 2.5]])
+    ids, _, state = tok.context_input(x)
+    np.testing.assert_allclose(state.loc, [4.0, 2.5])
+    np.testing.assert_allclose(state.scale, [np.std([1.0, 3, 5, 7]), 1.0])
+    assert np.all(ids[1, :-1] == 2049)
+    decoded = tok.output_transform(ids[:, None, :-1], state)[:, 0]
+    np.testing.assert_allclose(decoded[1], 2.5, atol=1e-12)
+    assert np.all(np.abs(decoded - x) <= tok.bin_width / 2 * state.scale[:, None] + 1e-12)
+
+
+# --------------------------------------------------------------------- interface and errors
+def test_protocol_and_shapes():
+    tok = MeanScaleUniformBins()
+    assert isinstance(tok, ForecastTokenizer)
+    assert (tok.pad_id, tok.eos_id) == (0, 1) and tok.name == "chronos_bins-mean-V4096"
+    rng = np.random.default_rng(5)
+    ids, mask, state = tok.context_input(rng.normal(size=(3, 10)))
+    assert ids.dtype == np.int64 and mask.dtype == np.bool_
+    assert tok.num_target_tokens(7) == 7
+    out = tok.output_transform(rng.integers(0, 4096, size=(3, 20, 7)), state)
+    assert out.shape == (3, 20, 7) and out.dtype == np.float64 and np.isfinite(out).all()
+    assert MeanScaleUniformBins(**tok.get_params()).get_params() == tok.get_params()
+
+
+def test_bad_inputs_raise():
+    tok = MeanScaleUniformBins()
+    with pytest.raises(ValueError, match="inf"):
+        tok.context_input([[1.0, np.inf]])
+    with pytest.raises(ValueError, match="no observed value"):
+        tok.context_input([[1.0, 2.0], [np.nan, np.nan]])
+    _, _, state = tok.context_input([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="target contains ±inf"):
+        tok.label_input([[-np.inf]], state)
+    with pytest.raises(ValueError, match="state holds 1"):
+        tok.output_transform(np.zeros((2, 1, 3), dtype=int), state)
+    with pytest.raises(ValueError, match="horizon"):
+        tok.num_target_tokens(0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"vocab_size": 4}, "vocab_size"),
+        ({"vocab_size": 100.0}, "vocab_size"),
+        ({"limits": (15.0, -15.0)}, "lo < hi"),
+        ({"scaling": "robust"}, "scaling"),
+        ({"context_length": 0}, "context_length"),
+    ],
+)
+def test_invalid_parameters_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MeanScaleUniformBins(**kwargs)

@@ -1,0 +1,98 @@
+"""The project's house rules: every registered pipeline has its stage, its test config, its
+README row and valid parameters in every config environment."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kedro.config import OmegaConfigLoader
+
+from icml25.core.params import validate_parameters
+from icml25.pipeline_registry import (
+    REPORT,
+    paper_pipeline_names,
+    parameter_models,
+    register_pipelines,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ("base", "test", "paper")
+PAPERS = paper_pipeline_names()
+
+
+def _dvc_stages() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def _config(env: str) -> OmegaConfigLoader:
+    from icml25.settings import CONFIG_LOADER_ARGS
+
+    args = {**CONFIG_LOADER_ARGS, "default_run_env": env}
+    return OmegaConfigLoader(str(ROOT / "conf"), env=env, **args)
+
+
+def test_registry_has_every_room_and_a_default_that_ends_with_report():
+    pipelines = register_pipelines()
+    assert set(pipelines) == {*PAPERS, REPORT, "__default__"}
+    default = pipelines["__default__"]
+    assert {n.name for n in default.nodes} == {
+        n.name for name in (*PAPERS, REPORT) for n in pipelines[name].nodes}
+    order = [n.name for n in default.nodes]
+    scorecard = order.index("build_scorecard")
+    for name in PAPERS:
+        producer = next(n for n in pipelines[name].nodes if f"{name}.claims" in n.outputs)
+        assert order.index(producer.name) < scorecard
+
+
+@pytest.mark.parametrize("name", PAPERS)
+def test_each_paper_has_dvc_stage_test_config_and_readme_row(name):
+    stage = _dvc_stages().get(name)
+    assert stage is not None, f"dvc.yaml has no stage {name!r}"
+    assert stage["cmd"] == f"kedro run --pipeline={name}"
+    assert f"src/icml25/pipelines/{name}" in stage["deps"]
+    assert any(f"parameters_{name}.yml" in next(iter(p)) for p in stage["params"])
+    metrics = [next(iter(m)) for m in stage["metrics"]]
+    assert f"data/08_reporting/{name}/metrics.json" in metrics
+    assert (ROOT / "conf" / "test" / f"parameters_{name}.yml").exists()
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(rf"^\|.*`kedro run --pipeline={name}`.*\|$", readme, re.M), (
+        f"README.md pipeline table has no row for {name}")
+
+
+def test_report_stage_reads_every_paper_claims():
+    stage = _dvc_stages()[REPORT]
+    assert stage["cmd"] == "kedro run --pipeline=report"
+    for name in PAPERS:
+        assert f"data/08_reporting/{name}/claims.json" in stage["deps"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_parameters_validate_in_every_environment(env):
+    params = _config(env)["parameters"]
+    for name, model in parameter_models().items():
+        validate_parameters(model, params.get(name), name)
+
+
+def test_readme_lists_all_nineteen_papers_of_the_report():
+    params = _config("base")["parameters"]["report"]["papers"]
+    readme = (ROOT / "README.md").read_text()
+    assert len(params) == 19
+    for paper in params:
+        assert f"`kedro run --pipeline={paper['name']}`" in readme
+
+
+def test_dvc_config_has_a_local_default_remote_and_no_analytics():
+    out = subprocess.run([Path(sys.executable).parent / "dvc", "remote", "list"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"^local\s+{re.escape(str(ROOT / '.dvc-storage'))}\s+\(default\)", out, re.M)
+    config = (ROOT / ".dvc" / "config").read_text()
+    assert "remote = local" in config and "analytics = false" in config
+
+
+def test_telemetry_is_off():
+    assert (ROOT / ".telemetry").read_text().strip() == "consent: false"
