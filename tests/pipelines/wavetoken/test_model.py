@@ -13,6 +13,7 @@ from icml25.pipelines.wavetoken.model import (
     Seq2SeqConfig,
     Seq2SeqForecaster,
     relative_position_bucket,
+    sample_categorical,
     warp_logits,
 )
 
@@ -236,6 +237,18 @@ def test_warp_logits_follows_hf_rules():
     torch.testing.assert_close(warp_logits(logits, temperature=2.0, top_k=0), logits / 2)
     torch.testing.assert_close(warp_logits(logits, top_k=0), logits)
     assert warp_logits(torch.tensor([[inf, 0.0]]), top_k=0, top_p=0.1)[0, 1] == 0.0
+
+
+def test_sample_categorical_matches_the_distribution_and_skips_zeros():
+    probs = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0]]).expand(40000, 6)
+    g = torch.Generator().manual_seed(0)
+    ids = sample_categorical(probs, g)[:, 0]
+    freq = torch.bincount(ids, minlength=6).float() / ids.numel()
+    torch.testing.assert_close(freq, probs[0], atol=0.01, rtol=0)
+    assert freq[[0, 2, 5]].sum() == 0
+    one_hot = torch.zeros(5, 6)
+    one_hot[:, 5] = 1.0
+    assert sample_categorical(one_hot, g)[:, 0].tolist() == [5] * 5
 
 
 def test_relative_position_buckets_match_t5():

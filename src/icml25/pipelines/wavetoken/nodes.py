@@ -205,10 +205,9 @@ def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> 
     p = _params(params)
     frames = []
     for s in frame_to_eval_sets(eval_sets):
-        histories = [h[-p.baselines.max_history:] if p.baselines.max_history else h
-                     for h in s.histories]
-        out = run_statsforecast(histories, s.horizon, s.season, models=tuple(p.baselines.models),
-                                levels=tuple(p.quantile_levels))
+        out = run_statsforecast(s.histories, s.horizon, s.season,
+                                models=tuple(p.baselines.models), levels=tuple(p.quantile_levels),
+                                max_history=p.baselines.max_history)
         for model, q in out.items():
             frames.append(quantiles_to_frame(model, 0, s.name, q, p.quantile_levels))
     return pd.concat(frames, ignore_index=True)

@@ -15,7 +15,6 @@ pmdarima's ausbeer has one trailing NaN, so it has 211 observed points, not 212)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,55 +22,16 @@ from typing import Literal
 
 import numpy as np
 
+from icml25.pipelines.wavetoken.metrics import seasonality
+
 Role = Literal["in_domain", "zero_shot"]
-
-# gluonts.time_feature.seasonality.DEFAULT_SEASONALITIES (gluonts 0.17), keyed by the pandas base
-# offset name; anything not listed has seasonality 1 (gluonts' default).
-_BASE_SEASONALITY: dict[str, int] = {
-    "s": 3600,
-    "S": 3600,
-    "min": 1440,
-    "T": 1440,
-    "h": 24,
-    "H": 24,
-    "D": 1,
-    "B": 5,
-    "W": 1,
-    "M": 12,
-    "ME": 12,
-    "MS": 12,
-    "Q": 4,
-    "QE": 4,
-    "QS": 4,
-    "Y": 1,
-    "YE": 1,
-    "A": 1,
-}
-
-_FREQ_RE = re.compile(r"^\s*(\d*)\s*([A-Za-z]+)(?:-[A-Za-z]+)?\s*$")
-
-
-def get_seasonality(freq: str) -> int:
-    """Season length of a frequency string, mirroring gluonts' ``get_seasonality``.
-
-    Spec "Metrics": h 24, 30min 48, D 1, W 1, M 12, Q 4, Y 1, B 5. A multiple ``n`` of the base
-    unit divides the base seasonality (``30min`` -> 1440 / 30 = 48); when it does not divide evenly
-    (or the unit is unknown, e.g. ``500ms``) the result is 1, as in gluonts.
-    """
-    match = _FREQ_RE.match(freq)
-    if match is None:
-        raise ValueError(f"cannot parse frequency string {freq!r}")
-    n = int(match.group(1)) if match.group(1) else 1
-    base = _BASE_SEASONALITY.get(match.group(2), 1)
-    season, remainder = divmod(base, n)
-    return season if remainder == 0 and season >= 1 else 1
-
 
 @dataclass(frozen=True)
 class SeriesDataset:
     """One benchmark dataset: every series is a 1-D float64 array without NaNs.
 
-    ``season`` = :func:`get_seasonality` of ``freq`` (used by seasonal naive and MASE).
+    ``season`` = gluonts ``get_seasonality`` of ``freq`` (via
+    :func:`icml25.pipelines.wavetoken.metrics.seasonality`; used by seasonal naive and MASE).
     """
 
     name: str
@@ -231,7 +191,7 @@ def load_dataset(name: str) -> SeriesDataset:
         role=role,
         freq=freq,
         horizon=horizon,
-        season=get_seasonality(freq),
+        season=seasonality(freq),
         series=series,
     )
 

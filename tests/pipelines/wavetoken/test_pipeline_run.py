@@ -1,0 +1,78 @@
+"""End to end: `kedro run --pipeline=wavetoken --env=test` through a real KedroSession."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mlflow
+import pytest
+
+from icml25.core.params import ParameterError
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+    run_pipeline("wavetoken", env="test")
+    out = kedro_project / "data/08_reporting/wavetoken"
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    variants = set(metrics["metrics"])
+    assert {"wavetoken", "chronos_bins_1024", "chronos_bins_4096", "chronos_bins_std",
+            "seasonal_naive", "naive", "auto_ets"} <= variants
+    names = {k for k in metrics["metrics"]["wavetoken"] if not k.endswith("_std")}
+    for variant in variants:
+        assert {k for k in metrics["metrics"][variant] if not k.endswith("_std")} == names
+    for name in ("agg_rel_wql_real", "agg_rel_mase_real", "rel_wql_kernelsynth",
+                 "rel_wql_sparse_spikes", "rel_wql_chirps"):
+        assert _finite(metrics["metrics"]["wavetoken"][name]), name
+    # seasonal naive is the normaliser of every relative score
+    assert metrics["metrics"]["seasonal_naive"]["agg_rel_wql_real"] == pytest.approx(1.0)
+    assert len(metrics["per_seed"]["wavetoken"]["agg_rel_wql_real"]) == 2  # test seeds [0, 1]
+
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["pipeline"] == "wavetoken" and claims["run"]["env"] == "test"
+    assert claims["n_claims"] == len(claims["claims"]) >= 9
+    for claim in claims["claims"]:
+        assert isinstance(claim["holds"], bool)
+        assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
+        if claim["baseline"] in metrics["metrics"]:
+            assert claim["method_value"] == pytest.approx(
+                metrics["metrics"][claim["method"]][claim["metric"]])
+            assert claim["baseline_value"] == pytest.approx(
+                metrics["metrics"][claim["baseline"]][claim["metric"]])
+    exact = next(c for c in claims["claims"] if c["metric"] == "transform_roundtrip_max_error")
+    assert exact["holds"] and exact["method_value"] < 1e-9
+
+    assert {p.name for p in (out / "figures").iterdir()} == {"sparse_spikes.png", "chirps.png"}
+    models = kedro_project / "data/06_models/wavetoken"
+    assert sorted(p.name for p in (models / "wavetoken").iterdir()) == [
+        "seed_0.safetensors", "seed_1.safetensors"]
+    assert not any((models / "checkpoints").glob("*/checkpoint.pt"))  # removed after success
+
+    mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["wavetoken"], output_format="list")
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parent) == 1 and parent[0].info.run_name == "wavetoken"
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    for variant in variants:
+        run = children[variant]
+        assert run.data.tags["mlflow.parentRunId"] == parent[0].info.run_id
+        assert "agg_rel_wql_real" in run.data.metrics
+    assert children["wavetoken"].data.tags["icml25.role"] == "method"
+    assert children["chronos_bins_1024"].data.tags["icml25.role"] == "baseline"
+    assert "wavetoken/training/seed 0" in children
+
+
+def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
+    with pytest.raises(ParameterError, match=r"wavetoken\.model\.d_model: got -3"):
+        run_pipeline("wavetoken", env="test", params={"wavetoken": {"model": {"d_model": -3}}})
+    assert not any((kedro_project / "data/01_raw").iterdir())
+
+
+def test_wavelet_lengths_are_checked_against_the_level(kedro_project, run_pipeline):
+    with pytest.raises(ParameterError, match="prediction_length 9 must be divisible"):
+        run_pipeline("wavetoken", env="test", params={"wavetoken": {"prediction_length": 9}})
