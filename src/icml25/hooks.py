@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import mlflow
 from kedro.framework.context import KedroContext
 from kedro.framework.hooks import hook_impl
 from kedro.io import DataCatalog
@@ -69,10 +70,16 @@ class PipelineExperimentHook:
     kedro-mlflow reads one experiment name from ``mlflow.yml``; running before its own
     ``before_pipeline_run`` (``tryfirst``), this hook switches it to the pipeline's name so each
     paper's runs live in their own experiment, with the Kedro run as the parent run.
+
+
+    It also closes the Kedro run completely at the end: kedro-mlflow re-opens the parent run
+    before every node (for thread safety), and MLflow 3 stacks each re-opening, so its single
+    ``end_run`` would leave the run RUNNING and still active for the next session in the process.
     """
 
     def __init__(self) -> None:
         self._context: KedroContext | None = None
+        self._outer_run: str | None = None
 
     @hook_impl(trylast=True)
     def after_context_created(self, context: KedroContext) -> None:
@@ -80,12 +87,26 @@ class PipelineExperimentHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params: dict[str, Any]) -> None:
+        active = mlflow.active_run()
+        self._outer_run = active.info.run_id if active else None
         config = getattr(self._context, "mlflow", None)
         if config is None:  # kedro-mlflow disabled or not installed
             return
         names = run_params.get("pipeline_names") or [run_params.get("pipeline_name")]
         config.tracking.experiment.name = experiment_name([n for n in names if n])
         config._set_experiment()  # kedro-mlflow's own routine: create/restore + activate
+
+    def _close_runs(self, status: str) -> None:
+        while (active := mlflow.active_run()) is not None and active.info.run_id != self._outer_run:
+            mlflow.end_run(status)
+
+    @hook_impl(trylast=True)
+    def after_pipeline_run(self) -> None:
+        self._close_runs("FINISHED")
+
+    @hook_impl(trylast=True)
+    def on_pipeline_error(self) -> None:
+        self._close_runs("FAILED")
 
 
 class ParameterValidationHook:

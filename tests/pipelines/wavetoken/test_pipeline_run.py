@@ -57,6 +57,8 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     runs = mlflow.search_runs(experiment_names=["wavetoken"], output_format="list")
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parent) == 1 and parent[0].info.run_name == "wavetoken"
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert mlflow.active_run() is None
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
     for variant in variants:
         run = children[variant]
