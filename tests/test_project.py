@@ -96,3 +96,20 @@ def test_dvc_config_has_a_local_default_remote_and_no_analytics():
 
 def test_telemetry_is_off():
     assert (ROOT / ".telemetry").read_text().strip() == "consent: false"
+
+
+def test_default_dvc_remote_works_on_a_fresh_copy(tmp_path):
+    """`dvc push` into the committed default remote, with no setup beyond the repo's files."""
+    dvc = str(Path(sys.executable).parent / "dvc")
+    project = tmp_path / "clone"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".dvc").mkdir()
+    (project / ".dvc" / "config").write_text((ROOT / ".dvc" / "config").read_text())
+    data = project / "data" / "01_raw"
+    data.mkdir(parents=True)
+    (data / "series.csv").write_text("t,value\n0,1.0\n1,2.0\n")
+    for args in (["add", "data/01_raw/series.csv"], ["push"]):
+        subprocess.run([dvc, *args], cwd=project, check=True, capture_output=True, text=True)
+    stored = [p for p in (project / ".dvc-storage").rglob("*") if p.is_file()]
+    assert len(stored) == 1 and stored[0].read_text() == "t,value\n0,1.0\n1,2.0\n"

@@ -35,7 +35,7 @@ from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
 from icml25.pipelines.wavetoken.model import Seq2SeqForecaster
 from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
 from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
-from icml25.pipelines.wavetoken.real_data import load_datasets, train_test_split
+from icml25.pipelines.wavetoken.real_data import SeriesDataset, load_datasets, train_test_split
 from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
 from icml25.pipelines.wavetoken.stat_baselines import run_statsforecast
 from icml25.pipelines.wavetoken.stress_sets import make_stress_sets
@@ -93,8 +93,9 @@ def build_evaluation_sets(
     for (name, role), rows in real.groupby(["collection", "role"], sort=False):
         first = rows.iloc[0]
         horizon = int(first["horizon"])
-        series = frame_to_series(rows)
-        _, test = train_test_split_arrays(series, horizon, str(name))
+        _, test = train_test_split(SeriesDataset(
+            str(name), str(role), str(first["freq"]), horizon, int(first["season"]),
+            frame_to_series(rows)))
         sets.append(EvalSet(str(name), str(role), int(first["season"]), horizon,
                             [h for h, _ in test], np.stack([f for _, f in test])))
     h = p.prediction_length
@@ -108,24 +109,23 @@ def build_evaluation_sets(
     return eval_sets_to_frame(sets)
 
 
-def train_test_split_arrays(series: list[np.ndarray], horizon: int, name: str):
-    from icml25.pipelines.wavetoken.real_data import SeriesDataset
-
-    return train_test_split(SeriesDataset(name, "in_domain", "D", horizon, 1, series))
-
-
 def build_training_corpus(
     real: pd.DataFrame, kernelsynth: pd.DataFrame, params: dict[str, Any]
 ) -> pd.DataFrame:
     """TSMixup over the in-domain training parts (never zero-shot data) + KernelSynth train."""
     p = _params(params)
-    pool = []
+    pool, weights = [], []
     for _, rows in real[real["role"] == "in_domain"].groupby("collection", sort=False):
         horizon = int(rows.iloc[0]["horizon"])
-        pool += [s[:-horizon] for s in frame_to_series(rows) if len(s) > horizon]
+        parts = [s[:-horizon] for s in frame_to_series(rows) if len(s) > horizon]
+        pool += parts
+        # every dataset is equally likely, however many series it has (macrodata has 12)
+        weights += [1.0 / len(parts)] * len(parts)
+    if not pool:
+        raise ValueError("wavetoken.data.in_domain: no in-domain training series to mix")
     mixes = tsmixup(pool, p.tsmixup.n_mixes, np.random.default_rng(p.tsmixup.seed),
                     k_max=p.tsmixup.k_max, min_length=p.tsmixup.min_length,
-                    max_length=p.tsmixup.max_length, alpha=p.tsmixup.alpha)
+                    max_length=p.tsmixup.max_length, alpha=p.tsmixup.alpha, weights=weights)
     return series_to_frame({"tsmixup": mixes, "kernelsynth": frame_to_series(kernelsynth, "train")})
 
 
@@ -268,6 +268,10 @@ def summarise_metrics(scores: pd.DataFrame) -> dict[str, dict[str, list[float]]]
     ``avg_rank_<m>_real``: mean rank over real datasets (seed-mean scores, 1 = best).
     """
     rel = _relative(_relative(scores, "wql"), "mase")
+    undefined = rel.loc[~np.isfinite(rel["rel_wql"]) | ~np.isfinite(rel["rel_mase"]), "dataset"]
+    if len(undefined):
+        logger.warning("wavetoken: relative scores undefined (left out of the aggregates) on %s",
+                       sorted(set(undefined)))
     out: dict[str, dict[str, list[float]]] = {}
     for (variant, _seed), g in rel.groupby(["variant", "seed"]):
         metrics = out.setdefault(variant, {})
@@ -350,7 +354,10 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
         s = sets[name]
         fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), sharey=True,
                                  squeeze=False)
-        history = s.histories[0][-2 * s.horizon * 2:]
+        history = s.histories[0][-3 * s.horizon:]
+        observed = np.concatenate([history, s.futures[0]])
+        span = observed.max() - observed.min() or 1.0
+        ylim = (observed.min() - span, observed.max() + span)  # wild samples don't flatten it
         t_hist = np.arange(-len(history), 0)
         t_fut = np.arange(s.horizon)
         for ax, model in zip(axes[0], models, strict=True):
@@ -363,6 +370,7 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
             ax.fill_between(t_fut, q[p.quantile_levels.index(lo)], q[p.quantile_levels.index(hi)],
                             color="C0", alpha=0.25, label=f"{lo:.0%}-{hi:.0%}")
             ax.set_title(model, fontsize=10)
+            ax.set_ylim(*ylim)
             ax.axvline(0, color="0.7", lw=0.8, ls="--")
         axes[0][0].legend(fontsize=7, loc="upper left")
         fig.suptitle(f"wavetoken — {name} (series 0)", fontsize=11)
