@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from kedro.config import MissingConfigException
 from kedro.framework.context import KedroContext
 from kedro.framework.hooks import hook_impl
 from kedro.io import DataCatalog
@@ -35,6 +36,14 @@ def git_commit(project_path: Path) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{sha}+dirty" if dirty else sha
+
+
+def absolute_sqlite_uri(uri: str | None, project_path: Path) -> str | None:
+    """``sqlite:///mlflow.db`` -> ``sqlite:////abs/project/mlflow.db``; other URIs unchanged."""
+    prefix = "sqlite:///"
+    if not uri or not uri.startswith(prefix) or uri.startswith(prefix + "/"):
+        return uri
+    return prefix + (project_path / uri[len(prefix):]).resolve().as_posix()
 
 
 def experiment_name(pipeline_names: list[str] | None) -> str:
@@ -81,9 +90,22 @@ class PipelineExperimentHook:
         self._context: KedroContext | None = None
         self._outer_run: str | None = None
 
-    @hook_impl(trylast=True)
+    @hook_impl(tryfirst=True)
     def after_context_created(self, context: KedroContext) -> None:
+        """Before kedro-mlflow reads ``mlflow.yml``: anchor a relative sqlite store at the project
+        root, so a notebook in ``notebooks/`` or a second project in the same process never
+        opens another ``mlflow.db`` (MLflow caches stores by URI string)."""
         self._context = context
+        try:
+            conf = context.config_loader["mlflow"]
+        except MissingConfigException:
+            return
+        server = dict(conf.get("server") or {})
+        uri = server.get("mlflow_tracking_uri")
+        resolved = absolute_sqlite_uri(uri, Path(context.project_path))
+        if resolved != uri:
+            server["mlflow_tracking_uri"] = resolved
+            context.config_loader["mlflow"] = {**conf, "server": server}
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params: dict[str, Any]) -> None:
