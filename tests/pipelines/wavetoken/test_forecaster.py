@@ -11,14 +11,6 @@ from icml25.pipelines.wavetoken.model import Seq2SeqConfig, Seq2SeqForecaster
 from icml25.pipelines.wavetoken.tokenizer import TokenizerState
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 class IntegerTokenizer:
     """A fake ``ForecastTokenizer``: value v <-> id OFFSET + round(v), no scaling.
 

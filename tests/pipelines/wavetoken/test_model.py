@@ -20,15 +20,6 @@ from icml25.pipelines.wavetoken.model import (
 POSITIONS = ["learned", "t5_relative"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models are fastest on one thread; two threads on a shared 2-core box are 10x slower
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def tiny_config(**overrides) -> Seq2SeqConfig:
     base = dict(
         vocab_size=40,
@@ -261,16 +252,20 @@ def test_relative_position_buckets_match_t5():
 
 @pytest.mark.parametrize("position", POSITIONS)
 def test_save_and_load_round_trip(tmp_path, position):
+    """Through the project's model dataset: safetensors state dict + config in the metadata."""
+    from icml25.core.datasets import TorchModelDataset
+
     model = Seq2SeqForecaster(tiny_config(position=position)).eval()
-    path = tmp_path / "model.safetensors"
-    model.save_state(path)
-    loaded = Seq2SeqForecaster.load_state(path).eval()
+    dataset = TorchModelDataset(filepath=str(tmp_path / "model.safetensors"))
+    dataset.save({"state_dict": model.state_dict(),
+                  "metadata": {"model_config": model.config.to_dict()}})
+    entry = dataset.load()
+    loaded = Seq2SeqForecaster.from_state(entry["metadata"]["model_config"],
+                                          entry["state_dict"]).eval()
     assert loaded.config == model.config
     ids, mask = make_inputs()
     dec = torch.randint(2, 40, (3, 4))
     torch.testing.assert_close(loaded(ids, mask, dec), model(ids, mask, dec), atol=0, rtol=0)
-    rebuilt = Seq2SeqForecaster.from_state(model.config.to_dict(), model.state_dict()).eval()
-    torch.testing.assert_close(rebuilt(ids, mask, dec), model(ids, mask, dec), atol=0, rtol=0)
 
 
 @pytest.mark.parametrize(

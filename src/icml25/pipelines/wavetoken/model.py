@@ -24,10 +24,8 @@ Models are stored as a plain state dict plus the config dict (DESIGN.md: never p
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -400,26 +398,6 @@ class Seq2SeqForecaster(nn.Module):
             # not part of T5; same scale as the token embeddings they are added to (our choice)
             nn.init.normal_(self.encoder_positions.weight, std=1.0)
             nn.init.normal_(self.decoder_positions.weight, std=1.0)
-
-    def save_state(self, path: str | Path) -> None:
-        """Write the state dict as safetensors, with the config JSON in the file's metadata."""
-        from safetensors.torch import save_file
-
-        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        save_file(state, str(path), metadata={"config": json.dumps(self.config.to_dict())})
-
-    @classmethod
-    def load_state(cls, path: str | Path, device: str | torch.device = "cpu") -> Seq2SeqForecaster:
-        """Rebuild a model written by :meth:`save_state` (no pickle involved)."""
-        from safetensors import safe_open
-        from safetensors.torch import load_file
-
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-        if "config" not in metadata:
-            raise ValueError(f"{path}: no 'config' entry in the safetensors metadata")
-        config = Seq2SeqConfig.from_dict(json.loads(metadata["config"]))
-        return cls.from_state(config, load_file(str(path), device=str(device)))
 
     @classmethod
     def from_state(
