@@ -78,3 +78,15 @@ def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
 def test_wavelet_lengths_are_checked_against_the_level(kedro_project, run_pipeline):
     with pytest.raises(ParameterError, match="prediction_length 9 must be divisible"):
         run_pipeline("wavetoken", env="test", params={"wavetoken": {"prediction_length": 9}})
+
+
+def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
+    """conf/paper's choices (T5 relative positions, AMP, KernelSynth share) on the test sizes."""
+    run_pipeline("wavetoken", env="test", params={"wavetoken": {
+        "model": {"position": "t5_relative"},
+        "train": {"amp": True, "kernelsynth_share": 0.1},
+        "seeds": [0],
+    }})
+    claims = json.loads((kedro_project / "data/08_reporting/wavetoken/claims.json").read_text())
+    assert claims["run"]["seeds"] == [0]
+    assert all(_finite(c["method_value"]) for c in claims["claims"])
