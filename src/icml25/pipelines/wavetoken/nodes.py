@@ -320,17 +320,19 @@ def _per_dataset(scores: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
-def log_training_curves(*models: dict[str, Any]) -> None:
+def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
     """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
     if mlflow.active_run() is None:
         return
+    p = _params(params)
     for bundle in models:
         for key in sorted(bundle):
             meta = (bundle[key]() if callable(bundle[key]) else bundle[key])["metadata"]
-            with variant_run(f"{meta['variant']}/training/seed {meta['seed']}", role="ablation"
-                             if meta["variant"] == "chronos_bins_std" else "method"
-                             if meta["variant"] == "wavetoken" else "baseline",
-                             pipeline=PIPELINE, params={"seed": meta["seed"]}):
+            variant = meta["variant"]
+            with variant_run(f"{variant}/training/seed {meta['seed']}",
+                             role=p.variants[variant].role, pipeline=PIPELINE,
+                             params={"seed": meta["seed"], "steps": meta["steps"],
+                                     "train_seconds": round(meta["train_seconds"], 1)}):
                 for entry in meta["history"]:
                     log_metrics({"train_loss": entry["train_loss"]}, step=int(entry["step"]))
 

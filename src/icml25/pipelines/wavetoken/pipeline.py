@@ -64,7 +64,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.judge_claims,
              ["wavetoken.scores", "wavetoken.tokenizer_roundtrip", P, "run_info"],
              ["wavetoken.metrics", "wavetoken.claims"], name="judge_claims", namespace=ns),
-        node(nodes.log_training_curves, [f"wavetoken.{v}.models" for v in VARIANTS], None,
+        node(nodes.log_training_curves, [P, *(f"wavetoken.{v}.models" for v in VARIANTS)], None,
              name="log_training_curves", namespace=ns),
         node(nodes.plot_forecasts,
              ["wavetoken.evaluation_sets", P, "wavetoken.baseline_forecasts", *forecasts],
