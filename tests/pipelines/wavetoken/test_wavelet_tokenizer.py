@@ -532,3 +532,16 @@ def test_state_subset_decodes_like_the_full_state():
     np.testing.assert_array_equal(tok.output_transform(sampled[2:5], part), full[2:5])
     picked = state.subset(np.array([5, 0]))
     np.testing.assert_array_equal(picked.loc, state.loc[[5, 0]])
+
+
+def test_arithmetic_quantiser_equals_searchsorted_everywhere():
+    """The fast quantiser must agree with searchsorted on edges, centres and their neighbours."""
+    for vocab in (16, 1024):
+        tok = WaveletTokenizer(vocab_size=vocab)
+        probes = np.concatenate([
+            tok.edges, tok.centres, np.nextafter(tok.edges, np.inf),
+            np.nextafter(tok.edges, -np.inf), [-1e9, 1e9, 0.0, -0.0],
+            np.random.default_rng(0).normal(scale=8, size=5000),
+        ])
+        expected = 2 + np.searchsorted(tok.edges, probes)
+        np.testing.assert_array_equal(tok.quantize(probes), expected)

@@ -33,6 +33,7 @@ from icml25.pipelines.wavetoken.tokenizer import (
     check_ids,
     check_limits,
     fill_missing,
+    interpolate_gaps,
     location_scale,
     observed_lengths,
 )
@@ -296,9 +297,18 @@ class WaveletTokenizer:
         return c
 
     def quantize(self, coeffs: npt.ArrayLike) -> IntArray:
-        """Uniform quantiser (spec step 4): id = 2 + searchsorted(edges, c), ids in 2 .. V-2."""
+        """Uniform quantiser (spec step 4): id = 2 + searchsorted(edges, c), ids in 2 .. V-2.
+
+        Computed arithmetically (nearest centre of the uniform grid) and corrected by at most one
+        bin against the stored edges, so the result equals ``searchsorted`` exactly, edges
+        included, at about a quarter of its cost.
+        """
         c = np.asarray(coeffs, dtype=np.float64)
-        return (N_SPECIAL_TOKENS + np.searchsorted(self.edges, c)).astype(np.int64)
+        n = self.centres.size
+        guess = np.clip(np.rint((c - self.centres[0]) / self.bin_width), 0, n - 1).astype(np.int64)
+        down = (guess > 0) & (c <= self.edges[np.maximum(guess - 1, 0)])
+        up = (guess < n - 1) & (c > self.edges[np.minimum(guess, n - 2)])
+        return N_SPECIAL_TOKENS + guess - down + up
 
     def dequantize(self, ids: npt.ArrayLike) -> FloatArray:
         """centres[id - 2], with ids outside 2 .. V-2 (PAD, EOS, V-1) clamped to the end bins."""
@@ -331,18 +341,21 @@ class WaveletTokenizer:
                 f"context has {width} columns; the wavelet tokenizer needs at least 2^level = "
                 f"{self.block}"
             )
-        obs = observed_lengths(x)
+        missing = np.isnan(x)
+        observed = ~missing
+        obs = observed_lengths(x, observed)
         keep = np.maximum(obs - obs % self.block, self.block)
-        loc, scale = location_scale(x, self.scaling)
+        loc, scale = location_scale(x, self.scaling, observed)
         mask = np.arange(width)[None, :] >= (width - keep)[:, None]
-        # Only rows with a NaN inside their tokenized part need filling; fill_missing also fills
-        # the left padding with the oldest observed value, which is what the (rare) rows
-        # shorter than one block use as their extension.
-        filled = x.copy()
-        needs_fill = np.nonzero((np.isnan(x) & mask).any(axis=1))[0]
+        # Only rows with a NaN inside their tokenized part need filling; filling also sets the
+        # left padding to the oldest observed value, which is what the (rare) rows shorter than
+        # one block use as their extension.
+        scaled = x.copy()
+        needs_fill = np.nonzero((missing & mask).any(axis=1))[0]
         if needs_fill.size:
-            filled[needs_fill] = fill_missing(x[needs_fill])
-        scaled = (filled - loc[:, None]) / scale[:, None]
+            scaled[needs_fill] = interpolate_gaps(x[needs_fill])
+        scaled -= loc[:, None]
+        scaled /= scale[:, None]
         ids = np.full((n, width), PAD_ID, dtype=np.int64)
         for k in np.unique(keep):
             rows = np.nonzero(keep == k)[0]
