@@ -80,10 +80,14 @@ def test_wavelet_lengths_are_checked_against_the_level(kedro_project, run_pipeli
         run_pipeline("wavetoken", env="test", params={"wavetoken": {"prediction_length": 9}})
 
 
-def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
-    """conf/paper's choices (T5 relative positions, AMP, KernelSynth share) on the test sizes."""
+@pytest.mark.parametrize("backend", ["torch", "hf_t5"])
+def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline, backend):
+    """conf/paper's choices (T5 relative positions, AMP, KernelSynth share) on the test sizes,
+    with our model and with transformers' T5 (tied weights stored through the model dataset)."""
+    if backend == "hf_t5":
+        pytest.importorskip("transformers")
     run_pipeline("wavetoken", env="test", params={"wavetoken": {
-        "model": {"position": "t5_relative"},
+        "model": {"position": "t5_relative", "backend": backend},
         "train": {"amp": True, "kernelsynth_share": 0.1},
         "seeds": [0],
     }})

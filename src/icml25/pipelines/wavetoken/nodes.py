@@ -31,8 +31,8 @@ from icml25.pipelines.wavetoken.frames import (
     quantiles_to_frame,
     series_to_frame,
 )
+from icml25.pipelines.wavetoken.hf_t5 import load_model
 from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
-from icml25.pipelines.wavetoken.model import Seq2SeqForecaster
 from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
 from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
 from icml25.pipelines.wavetoken.real_data import SeriesDataset, load_datasets, train_test_split
@@ -150,13 +150,14 @@ def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str) ->
         model, result = pretrain(
             mixes, kernelsynth, tokenizer, config, p.train, p.context_length,
             p.prediction_length, seed, device, checkpoint_dir=ckpt, progress=p.progress,
-            desc=f"{variant} seed {seed}")
+            desc=f"{variant} seed {seed}", backend=p.model.backend)
         logger.info("wavetoken %s seed %d: %d steps in %.1fs, final loss %.4f", variant, seed,
                     result.steps_done, result.seconds, result.history[-1]["train_loss"]
                     if result.history else float("nan"))
         models[f"seed_{seed}"] = {
             "state_dict": model.state_dict(),
             "metadata": {"variant": variant, "seed": seed, "model_config": config.to_dict(),
+                         "backend": p.model.backend,
                          "tokenizer": tok_params.model_dump(), "history": result.history,
                          "train_seconds": result.seconds, "steps": result.steps_done},
         }
@@ -176,7 +177,8 @@ def forecast_variant(
     for key in sorted(models):
         entry = models[key]() if callable(models[key]) else models[key]
         meta = entry["metadata"]
-        model = Seq2SeqForecaster.from_state(meta["model_config"], entry["state_dict"]).to(device)
+        model = load_model(meta["model_config"], entry["state_dict"],
+                           meta.get("backend", "torch")).to(device)
         for s in sets:
             contexts = _context_matrix(s.histories, p.context_length)
             samples = forecast(

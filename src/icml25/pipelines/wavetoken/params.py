@@ -89,11 +89,14 @@ class ModelParams(ParamsModel):
     d_ff: int = Field(gt=0)
     dropout: float = Field(ge=0, lt=1)
     position: Literal["learned", "t5_relative"] = "learned"
+    backend: Literal["torch", "hf_t5"] = "torch"
 
     @model_validator(mode="after")
     def _heads(self) -> ModelParams:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if self.backend == "hf_t5" and self.position != "t5_relative":
+            raise ValueError("backend hf_t5 is transformers' T5: set position: t5_relative")
         return self
 
 

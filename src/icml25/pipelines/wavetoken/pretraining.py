@@ -23,7 +23,8 @@ import torch
 
 from icml25.core.training import TrainLoopConfig, TrainResult, train
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
-from icml25.pipelines.wavetoken.model import Seq2SeqConfig, Seq2SeqForecaster
+from icml25.pipelines.wavetoken.hf_t5 import build_model
+from icml25.pipelines.wavetoken.model import Seq2SeqConfig
 from icml25.pipelines.wavetoken.params import ModelParams, TokenizerParams, TrainParams
 from icml25.pipelines.wavetoken.tokenizer import ForecastTokenizer
 from icml25.pipelines.wavetoken.wavelet_tokenizer import WaveletTokenizer
@@ -113,14 +114,16 @@ def pretrain(
     progress: bool = True,
     desc: str = "train",
     log_fn: Callable[[int, dict[str, float]], None] | None = None,
-) -> tuple[Seq2SeqForecaster, TrainResult]:
-    """Train a fresh :class:`Seq2SeqForecaster` with cross-entropy on the tokenized windows.
+    backend: str = "torch",
+) -> tuple[torch.nn.Module, TrainResult]:
+    """Train a fresh model (``backend``: ours or transformers' T5) with cross-entropy on the
+    tokenized windows.
 
     A checkpoint in ``checkpoint_dir`` is resumed; it is removed once training completes so a
     later run with the same settings trains anew rather than silently reusing old weights.
     """
     torch.manual_seed(seed)
-    model = Seq2SeqForecaster(config).to(device)
+    model = build_model(config, backend).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_params.lr,
                                   weight_decay=train_params.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
