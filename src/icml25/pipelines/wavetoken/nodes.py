@@ -7,7 +7,6 @@ does one step of the spec's pipeline sketch and returns plain tables, dicts or s
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
@@ -246,18 +245,6 @@ def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
     return pd.DataFrame(rows)
 
 
-def _relative(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
-    base = scores[scores["variant"] == "seasonal_naive"].groupby("dataset")[metric].mean()
-    out = scores.copy()
-    out[f"rel_{metric}"] = out[metric] / out["dataset"].map(base)
-    return out
-
-
-def _geomean(values: pd.Series) -> float:
-    values = values[np.isfinite(values) & (values > 0)]
-    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
-
-
 GROUPS = {"real": ("in_domain", "zero_shot"), "in_domain": ("in_domain",),
           "zero_shot": ("zero_shot",)}
 
@@ -266,24 +253,30 @@ def summarise_metrics(scores: pd.DataFrame) -> dict[str, dict[str, list[float]]]
     """Per variant, per-seed lists of every headline metric (identical names for all variants).
 
     ``agg_rel_<m>_<group>``: geometric mean over the group's datasets of the ratio to seasonal
-    naive (Chronos ``agg-relative-score.py``); ``rel_<m>_<dataset>`` for the synthetic sets;
+    naive (:func:`~icml25.pipelines.wavetoken.metrics.aggregate_relative`, Chronos
+    ``agg-relative-score.py``); ``rel_<m>_<dataset>`` for the synthetic sets;
     ``avg_rank_<m>_real``: mean rank over real datasets (seed-mean scores, 1 = best).
     """
-    rel = _relative(_relative(scores, "wql"), "mase")
-    undefined = rel.loc[~np.isfinite(rel["rel_wql"]) | ~np.isfinite(rel["rel_mase"]), "dataset"]
+    base = scores[scores["variant"] == "seasonal_naive"].groupby("dataset")[["wql", "mase"]].mean()
+    undefined = base.index[~(np.isfinite(base).all(axis=1) & (base > 0).all(axis=1))]
     if len(undefined):
         logger.warning("wavetoken: relative scores undefined (left out of the aggregates) on %s",
-                       sorted(set(undefined)))
+                       sorted(undefined))
     out: dict[str, dict[str, list[float]]] = {}
-    for (variant, _seed), g in rel.groupby(["variant", "seed"]):
+    for (variant, _seed), g in scores.groupby(["variant", "seed"]):
         metrics = out.setdefault(variant, {})
         for m in ("wql", "mase"):
             for group, members in GROUPS.items():
-                value = _geomean(g.loc[g["group"].isin(members), f"rel_{m}"])
-                metrics.setdefault(f"agg_rel_{m}_{group}", []).append(value)
+                rows = g[g["group"].isin(members)]
+                agg = fm.aggregate_relative({
+                    variant: dict(zip(rows["dataset"], rows[m], strict=True)),
+                    "seasonal_naive": base[m].to_dict(),
+                })[variant]
+                metrics.setdefault(f"agg_rel_{m}_{group}", []).append(agg)
             for _, row in g[g["group"].isin(("kernelsynth", "stress"))].iterrows():
-                metrics.setdefault(f"rel_{m}_{row['dataset']}", []).append(row[f"rel_{m}"])
-    real = rel[rel["group"].isin(GROUPS["real"])]
+                metrics.setdefault(f"rel_{m}_{row['dataset']}", []).append(
+                    row[m] / base.loc[row["dataset"], m])
+    real = scores[scores["group"].isin(GROUPS["real"])]
     for m in ("wql", "mase"):
         table = real.groupby(["dataset", "variant"])[m].mean().unstack("variant")
         ranks = fm.average_rank({v: table[v].to_dict() for v in table.columns})
