@@ -112,8 +112,13 @@ def claims_report(
     run_info: Mapping[str, Any],
     seeds: Sequence[int],
     title: str = "",
+    figures: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``claims.json`` document of a pipeline: header (run info, seeds) plus every verdict."""
+    """The ``claims.json`` document of a pipeline: header (run info, seeds) plus every verdict.
+
+    ``figures``: the pipeline's key figures, as paths relative to its reporting folder
+    (``data/08_reporting/<pipeline>/``); the scorecard shows them inline.
+    """
     claims = evaluate_claims(specs, metrics)
     return _jsonable({
         "pipeline": pipeline,
@@ -122,6 +127,7 @@ def claims_report(
         "claims": claims,
         "n_holds": sum(c["holds"] for c in claims),
         "n_claims": len(claims),
+        "figures": list(figures),
     })
 
 

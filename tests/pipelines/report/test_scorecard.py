@@ -1,12 +1,19 @@
 import pytest
 
-from icml25.pipelines.report.scorecard import NOT_RUN, collect, to_html, to_markdown
+from icml25.pipelines.report.scorecard import (
+    NOT_RUN,
+    collect,
+    load_figures,
+    to_html,
+    to_markdown,
+)
 
 PAPERS = [{"name": "alpha", "title": "Alpha <paper>", "arxiv": ""},
           {"name": "beta", "title": "Beta", "arxiv": ""}]
 CLAIMS = {
     "pipeline": "alpha", "title": "Alpha",
     "run": {"env": "test", "date": "2026-11-30 10:00 UTC", "commit": "abc", "seeds": [0, 1, 2]},
+    "figures": ["figures/a.png", "figures/gone.png"],
     "claims": [
         {"claim": "A beats B", "metric": "wql", "method": "A", "baseline": "B",
          "method_value": 0.5, "baseline_value": 0.6, "holds": True, "method_std": 0.01,
@@ -44,3 +51,19 @@ def test_markdown_and_html_show_both_numbers_and_verdicts():
     assert "Alpha &lt;paper&gt;" in page  # escaped
     assert page.count("class='holds'") == 1 and page.count("class='fails'") == 1
     assert "<section id='alpha'>" in page and "<section id='beta'>" not in page
+
+
+def test_html_embeds_figures_and_names_missing_ones(tmp_path):
+    png = b"\x89PNG\r\n\x1a\nfake"
+    (tmp_path / "alpha" / "figures").mkdir(parents=True)
+    (tmp_path / "alpha" / "figures" / "a.png").write_bytes(png)
+    card = collect(PAPERS, [CLAIMS])
+    figures = load_figures(card, tmp_path)
+    assert figures == {"alpha": [("figures/a.png", png), ("figures/gone.png", None)], "beta": []}
+    page = to_html(card, figures)
+    import base64
+
+    assert f"data:image/png;base64,{base64.b64encode(png).decode()}" in page
+    assert "figure missing: figures/gone.png" in page
+    assert "seeds 0, 1, 2" in page
+    assert "![figures/a.png](alpha/figures/a.png)" in to_markdown(card)

@@ -6,6 +6,8 @@ import json
 import math
 
 import mlflow
+import numpy as np
+import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError
@@ -67,6 +69,19 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert children["wavetoken"].data.tags["icml25.role"] == "method"
     assert children["chronos_bins_1024"].data.tags["icml25.role"] == "baseline"
     assert "wavetoken/training/seed 0" in children
+
+    # the method's model is registered with a signature and an input example, and it serves
+    client = mlflow.MlflowClient()
+    (version,) = client.search_model_versions("name='wavetoken'")
+    model = mlflow.pyfunc.load_model(f"models:/wavetoken/{version.version}")
+    assert model.metadata.signature is not None
+    assert model.metadata.saved_input_example_info is not None
+    assert children["wavetoken/registered model"].info.run_id == version.run_id
+    frame = pd.DataFrame(np.linspace(10.0, 20.0, 2 * 32).reshape(2, 32),
+                         columns=[f"t{i}" for i in range(32)])  # conf/test: context_length 32
+    forecast = model.predict(frame)
+    assert forecast.shape == (2, 3 * 8)  # median, q10, q90 for prediction_length 8
+    assert np.isfinite(forecast.to_numpy()).all()
 
 
 def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):

@@ -9,7 +9,7 @@ import mlflow
 
 from icml25.core.params import validate_parameters
 from icml25.pipelines.report.params import ReportParams
-from icml25.pipelines.report.scorecard import collect, to_html, to_markdown
+from icml25.pipelines.report.scorecard import collect, load_figures, to_html, to_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -36,5 +36,7 @@ def render_markdown(scorecard: dict[str, Any]) -> str:
     return to_markdown(scorecard)
 
 
-def render_html(scorecard: dict[str, Any]) -> str:
-    return to_html(scorecard)
+def render_html(scorecard: dict[str, Any], params: dict[str, Any]) -> str:
+    """The self-contained page, with each paper's key figures embedded."""
+    report = validate_parameters(ReportParams, params, "report")
+    return to_html(scorecard, load_figures(scorecard, report.reporting_dir))

@@ -15,6 +15,8 @@ class PaperEntry(ParamsModel):
 
 class ReportParams(ParamsModel):
     papers: list[PaperEntry] = Field(min_length=1)
+    # where each pipeline's reporting folder lives; claims.json names figures relative to it
+    reporting_dir: str = "data/08_reporting"
 
     @field_validator("papers")
     @classmethod

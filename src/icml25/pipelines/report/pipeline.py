@@ -23,5 +23,6 @@ def create_pipeline(papers: Sequence[str] = (), **kwargs) -> Pipeline:
             name="build_scorecard",
         ),
         node(render_markdown, "report.scorecard", "report.scorecard_md", name="render_markdown"),
-        node(render_html, "report.scorecard", "report.scorecard_html", name="render_html"),
+        node(render_html, ["report.scorecard", "params:report"], "report.scorecard_html",
+             name="render_html"),
     ])

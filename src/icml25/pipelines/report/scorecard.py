@@ -5,9 +5,13 @@ Pure functions over plain dicts; the Kedro nodes in ``nodes.py`` only wire them.
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+Figures = Mapping[str, Sequence[tuple[str, bytes | None]]]
 
 NOT_RUN = "not run"
 
@@ -82,6 +86,18 @@ def _with_std(value: Any, std: Any) -> str:
     return f"{_fmt(value)} ± {_fmt(std)}" if std else _fmt(value)
 
 
+def load_figures(scorecard: Mapping[str, Any], reporting_dir: str | Path) -> dict:
+    """``{pipeline: [(relative path, PNG bytes or None if the file is missing)]}``."""
+    out = {}
+    for row in scorecard["papers"]:
+        entries = []
+        for rel in row.get("figures", []):
+            path = Path(reporting_dir) / row["name"] / rel
+            entries.append((rel, path.read_bytes() if path.is_file() else None))
+        out[row["name"]] = entries
+    return out
+
+
 def to_markdown(scorecard: Mapping[str, Any]) -> str:
     """The scorecard as Markdown: a summary table, then each run paper's claims."""
     lines = [
@@ -101,8 +117,9 @@ def to_markdown(scorecard: Mapping[str, Any]) -> str:
     for row in scorecard["papers"]:
         if not row["claims"]:
             continue
-        lines += ["", f"## {row['name']}", "",
-                  "| claim | metric | method | value | baseline | value | verdict |",
+        lines += ["", f"## {row['name']}", ""]
+        lines += [f"![{rel}]({row['name']}/{rel})" for rel in row.get("figures", [])[:1]]
+        lines += ["", "| claim | metric | method | value | baseline | value | verdict |",
                   "|---|---|---|---|---|---|---|"]
         for c in row["claims"]:
             lines.append(
@@ -122,12 +139,25 @@ th,td{border-bottom:1px solid #dde2e7;padding:.45rem .6rem;text-align:left;verti
 th{background:#f3f5f7;font-weight:600}td.num{font-variant-numeric:tabular-nums;text-align:right}
 .holds{color:#0a7a3e;font-weight:600}.fails{color:#b3261e;font-weight:600}
 .notrun{color:#8a939c}code{background:#f3f5f7;padding:0 .25rem;border-radius:3px}
-section{margin-top:2rem}
+section{margin-top:2rem}figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #dde2e7}
+figcaption{color:#5b6570;font-size:.85rem}.missing{color:#b3261e}
 """
 
 
-def to_html(scorecard: Mapping[str, Any]) -> str:
-    """The scorecard as one self-contained HTML page (inline CSS, no scripts, no server)."""
+def _figure_html(rel: str, data: bytes | None) -> str:
+    if data is None:
+        return f"<p class='missing'>figure missing: {html.escape(rel)}</p>"
+    encoded = base64.b64encode(data).decode("ascii")
+    return (f"<figure><img src='data:image/png;base64,{encoded}' alt='{html.escape(rel)}'>"
+            f"<figcaption>{html.escape(rel)}</figcaption></figure>")
+
+
+def to_html(scorecard: Mapping[str, Any], figures: Figures | None = None) -> str:
+    """The scorecard as one self-contained HTML page (inline CSS and figures, no scripts).
+
+    ``figures`` (from :func:`load_figures`) are embedded as base64 PNGs, so the page is
+    readable from a file, an e-mail or an MLflow artifact without a server.
+    """
     e = html.escape
     out = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
@@ -154,8 +184,11 @@ def to_html(scorecard: Mapping[str, Any]) -> str:
         out.append(
             f"<section id='{e(row['name'])}'><h2>{e(row['name'])}</h2>"
             f"<p class='sub'>{e(row['title'])} — commit {e(_fmt(run.get('commit')))}, "
-            f"env {e(_fmt(run.get('env')))}, {e(_fmt(run.get('date')))}</p>"
-            "<table><thead><tr><th>claim</th><th>metric</th><th>method</th><th>value</th>"
+            f"env {e(_fmt(run.get('env')))}, {e(_fmt(run.get('date')))}, seeds "
+            f"{e(', '.join(str(s) for s in run.get('seeds', [])) or '—')}; values are seed means "
+            "± standard deviation</p>"
+            + "".join(_figure_html(rel, data) for rel, data in (figures or {}).get(row["name"], []))
+            + "<table><thead><tr><th>claim</th><th>metric</th><th>method</th><th>value</th>"
             "<th>compared with</th><th>value</th><th>verdict</th></tr></thead><tbody>"
         )
         for c in row["claims"]:

@@ -7,6 +7,7 @@ does one step of the spec's pipeline sketch and returns plain tables, dicts or s
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
+from icml25.core.datasets import TorchModelDataset
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.tracking import log_metrics, log_variants, variant_run
@@ -36,6 +38,7 @@ from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
 from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
 from icml25.pipelines.wavetoken.real_data import SeriesDataset, load_datasets, train_test_split
 from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
+from icml25.pipelines.wavetoken.serving import log_registered_model
 from icml25.pipelines.wavetoken.stat_baselines import run_statsforecast
 from icml25.pipelines.wavetoken.stress_sets import make_stress_sets
 from icml25.pipelines.wavetoken.tsmixup import tsmixup
@@ -156,7 +159,8 @@ def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str) ->
         models[f"seed_{seed}"] = {
             "state_dict": model.state_dict(),
             "metadata": {"variant": variant, "seed": seed, "model_config": config.to_dict(),
-                         "backend": p.model.backend,
+                         "backend": p.model.backend, "context_length": p.context_length,
+                         "prediction_length": p.prediction_length,
                          "tokenizer": tok_params.model_dump(), "history": result.history,
                          "train_seconds": result.seconds, "steps": result.steps_done},
         }
@@ -293,8 +297,10 @@ def judge_claims(
     p = _params(params)
     metrics = summarise_metrics(scores)
     claim_metrics = {**metrics, **{f"tokenizer:{v}": r for v, r in roundtrip.items()}}
+    plotted = set(scores["dataset"])
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
-                           run_info, p.seeds, title="WaveToken (ICML 2025)")
+                           run_info, p.seeds, title="WaveToken (ICML 2025)",
+                           figures=[f"figures/{name}.png" for name in p.plots if name in plotted])
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"tokenizer_roundtrip": roundtrip,
                                    "per_dataset": _per_dataset(scores)})
@@ -330,6 +336,27 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None
                                      "train_seconds": round(meta["train_seconds"], 1)}):
                 for entry in meta["history"]:
                     log_metrics({"train_loss": entry["train_loss"]}, step=int(entry["step"]))
+
+
+def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
+                   params: dict[str, Any]) -> None:
+    """Register the method's first-seed model in MLflow (pyfunc with signature and example)."""
+    if mlflow.active_run() is None:
+        logger.info("wavetoken: no active MLflow run; model not registered")
+        return
+    p = _params(params)
+    key = sorted(models)[0]
+    entry = models[key]() if callable(models[key]) else models[key]
+    first = frame_to_eval_sets(eval_sets)[0]
+    example = _context_matrix(first.histories[:2], p.context_length)
+    with tempfile.TemporaryDirectory() as tmp, variant_run(
+        "wavetoken/registered model", role="method", pipeline=PIPELINE,
+        params={"seed": entry["metadata"]["seed"]},
+    ):
+        path = Path(tmp) / f"{key}.safetensors"
+        TorchModelDataset(filepath=str(path)).save(entry)
+        uri = log_registered_model(path, example, PIPELINE)
+    logger.info("wavetoken: registered %s as MLflow model %r", uri, PIPELINE)
 
 
 # ---------------------------------------------------------------------------------- plots
