@@ -1,7 +1,13 @@
 import mlflow
 import pytest
 
-from icml25.core.tracking import check_same_metric_names, flatten_params, log_variants
+from icml25.core.tracking import (
+    check_same_metric_names,
+    flatten_params,
+    log_variants,
+    variant_run,
+    variant_run_ids,
+)
 
 
 def test_flatten_params():
@@ -40,3 +46,14 @@ def test_variants_are_child_runs_with_identical_metric_names(mlflow_tmp):
 def test_missing_role_is_an_error(mlflow_tmp):
     with pytest.raises(ValueError, match="no role"):
         log_variants("demo", {"a": {"x": 1.0}}, roles={})
+
+
+def test_variant_run_ids_finds_only_variant_runs_of_the_active_parent(mlflow_tmp):
+    mlflow.set_experiment("demo")
+    assert variant_run_ids() == {}
+    with mlflow.start_run(run_name="parent"):
+        ids = log_variants("demo", {"a": {"x": 1.0}, "b": {"x": 2.0}},
+                           roles={"a": "method", "b": "baseline"})
+        with variant_run("a", run_name="a/training/seed 0", role="method", pipeline="demo"):
+            pass
+        assert variant_run_ids() == ids

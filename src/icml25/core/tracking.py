@@ -59,11 +59,16 @@ def check_same_metric_names(metrics_by_variant: Mapping[str, Mapping[str, float]
 
 @contextlib.contextmanager
 def variant_run(
-    variant: str, *, role: Role, pipeline: str, params: Mapping[str, Any] | None = None
+    variant: str, *, role: Role, pipeline: str, params: Mapping[str, Any] | None = None,
+    run_name: str | None = None,
 ) -> Iterator[mlflow.ActiveRun]:
-    """Open the MLflow run of one variant (nested under the active run if there is one)."""
+    """Open an MLflow run of one variant (nested under the active run if there is one).
+
+    The run named after the variant holds its comparable metrics; other runs of the same
+    variant (a training curve per seed, a registered model) pass their own ``run_name``.
+    """
     nested = mlflow.active_run() is not None
-    with mlflow.start_run(run_name=variant, nested=nested) as run:
+    with mlflow.start_run(run_name=run_name or variant, nested=nested) as run:
         mlflow.set_tags(
             {"icml25.pipeline": pipeline, "icml25.variant": variant, "icml25.role": role}
         )
@@ -106,3 +111,17 @@ def log_variants(
                 mlflow.log_artifact(str(path))
             run_ids[variant] = run.info.run_id
     return run_ids
+
+
+def variant_run_ids() -> dict[str, str]:
+    """``{variant: run id}`` of the variant runs (named after their variant) under the active run."""
+    active = mlflow.active_run()
+    if active is None:
+        return {}
+    runs = mlflow.search_runs(
+        experiment_ids=[active.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{active.info.run_id}'",
+        output_format="list",
+    )
+    return {r.info.run_name: r.info.run_id for r in runs
+            if r.data.tags.get("icml25.variant") == r.info.run_name}

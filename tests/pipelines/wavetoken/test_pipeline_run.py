@@ -62,16 +62,18 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert mlflow.active_run() is None
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    client = mlflow.MlflowClient()
     for variant in variants:
         run = children[variant]
         assert run.data.tags["mlflow.parentRunId"] == parent[0].info.run_id
         assert "agg_rel_wql_real" in run.data.metrics
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert "forecasts.png" in artifacts, variant
     assert children["wavetoken"].data.tags["icml25.role"] == "method"
     assert children["chronos_bins_1024"].data.tags["icml25.role"] == "baseline"
     assert "wavetoken/training/seed 0" in children
 
     # the method's model is registered with a signature and an input example, and it serves
-    client = mlflow.MlflowClient()
     (version,) = client.search_model_versions("name='wavetoken'")
     model = mlflow.pyfunc.load_model(f"models:/wavetoken/{version.version}")
     assert model.metadata.signature is not None

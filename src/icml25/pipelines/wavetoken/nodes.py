@@ -20,7 +20,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.datasets import TorchModelDataset
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import log_metrics, log_variants, variant_run, variant_run_ids
 from icml25.pipelines.wavetoken import metrics as fm
 from icml25.pipelines.wavetoken.forecaster import forecast
 from icml25.pipelines.wavetoken.frames import (
@@ -330,7 +330,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None
         for key in sorted(bundle):
             meta = (bundle[key]() if callable(bundle[key]) else bundle[key])["metadata"]
             variant = meta["variant"]
-            with variant_run(f"{variant}/training/seed {meta['seed']}",
+            with variant_run(variant, run_name=f"{variant}/training/seed {meta['seed']}",
                              role=p.variants[variant].role, pipeline=PIPELINE,
                              params={"seed": meta["seed"], "steps": meta["steps"],
                                      "train_seconds": round(meta["train_seconds"], 1)}):
@@ -350,7 +350,7 @@ def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
     first = frame_to_eval_sets(eval_sets)[0]
     example = _context_matrix(first.histories[:2], p.context_length)
     with tempfile.TemporaryDirectory() as tmp, variant_run(
-        "wavetoken/registered model", role="method", pipeline=PIPELINE,
+        "wavetoken", run_name="wavetoken/registered model", role="method", pipeline=PIPELINE,
         params={"seed": entry["metadata"]["seed"]},
     ):
         path = Path(tmp) / f"{key}.safetensors"
@@ -360,9 +360,32 @@ def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
 
 
 # ---------------------------------------------------------------------------------- plots
-def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
+def _plot_panel(ax: Any, s: EvalSet, q: np.ndarray, levels: list[float], title: str) -> None:
+    """Context tail, truth, median and the outer quantile band of series 0 of ``s``."""
+    history = s.histories[0][-3 * s.horizon:]
+    observed = np.concatenate([history, s.futures[0]])
+    span = observed.max() - observed.min() or 1.0
+    t_fut = np.arange(s.horizon)
+    lo, hi = levels.index(min(levels)), levels.index(max(levels))
+    ax.plot(np.arange(-len(history), 0), history, color="0.35", lw=1, label="context")
+    ax.plot(t_fut, s.futures[0], color="black", lw=1.2, label="truth")
+    ax.plot(t_fut, q[levels.index(0.5)], color="C0", lw=1.5, label="median")
+    ax.fill_between(t_fut, q[lo], q[hi], color="C0", alpha=0.25,
+                    label=f"{min(levels):.0%}-{max(levels):.0%}")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(observed.min() - span, observed.max() + span)  # wild samples don't flatten it
+    ax.axvline(0, color="0.7", lw=0.8, ls="--")
+
+
+def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dict[str, Any],
                    *forecast_tables: pd.DataFrame) -> dict[str, Any]:
-    """One figure per stress pattern (and KernelSynth): context, truth, median, 10-90% band."""
+    """Forecast figures (context, truth, median, 10-90% band of series 0, first seed).
+
+    One figure per plotted set comparing the method with its main baselines (saved to
+    ``figures/<set>.png``, shown in the scorecard), and one per variant over all plotted sets,
+    attached as ``forecasts.png`` to that variant's MLflow child run so the compare view lines
+    them up. ``metrics`` is taken only so this node runs after the child runs exist.
+    """
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -370,34 +393,30 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
     sets = {s.name: s for s in frame_to_eval_sets(eval_sets)}
     table = pd.concat(forecast_tables, ignore_index=True)
     table = table[table["seed"] == table.groupby("variant")["seed"].transform("min")]
+    first = table[table["series"] == 0].assign(series=0)
+    quantiles = {(v, d): frame_to_quantiles(g, p.quantile_levels)[0]
+                 for (v, d), g in first.groupby(["variant", "dataset"])}
+    plotted = [n for n in p.plots if n in sets]
     models = [m for m in ("wavetoken", "chronos_bins_1024", "auto_ets", "seasonal_naive")
               if m in set(table["variant"])]
-    lo, hi = min(p.quantile_levels), max(p.quantile_levels)
     figures = {}
-    for name in [n for n in p.plots if n in sets]:
-        s = sets[name]
+    for name in plotted:
         fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), sharey=True,
                                  squeeze=False)
-        history = s.histories[0][-3 * s.horizon:]
-        observed = np.concatenate([history, s.futures[0]])
-        span = observed.max() - observed.min() or 1.0
-        ylim = (observed.min() - span, observed.max() + span)  # wild samples don't flatten it
-        t_hist = np.arange(-len(history), 0)
-        t_fut = np.arange(s.horizon)
         for ax, model in zip(axes[0], models, strict=True):
-            rows = table[(table["variant"] == model) & (table["dataset"] == name)
-                         & (table["series"] == 0)]
-            q = frame_to_quantiles(rows.assign(series=0), p.quantile_levels)[0]
-            ax.plot(t_hist, history, color="0.35", lw=1, label="context")
-            ax.plot(t_fut, s.futures[0], color="black", lw=1.2, label="truth")
-            ax.plot(t_fut, q[p.quantile_levels.index(0.5)], color="C0", lw=1.5, label="median")
-            ax.fill_between(t_fut, q[p.quantile_levels.index(lo)], q[p.quantile_levels.index(hi)],
-                            color="C0", alpha=0.25, label=f"{lo:.0%}-{hi:.0%}")
-            ax.set_title(model, fontsize=10)
-            ax.set_ylim(*ylim)
-            ax.axvline(0, color="0.7", lw=0.8, ls="--")
+            _plot_panel(ax, sets[name], quantiles[(model, name)], p.quantile_levels, model)
         axes[0][0].legend(fontsize=7, loc="upper left")
         fig.suptitle(f"wavetoken — {name} (series 0)", fontsize=11)
         fig.tight_layout()
         figures[f"{name}.png"] = fig
+    if mlflow.active_run() is not None and plotted:
+        for variant, run_id in variant_run_ids().items():
+            fig, axes = plt.subplots(1, len(plotted), figsize=(3.6 * len(plotted), 3.0),
+                                     squeeze=False)
+            for ax, name in zip(axes[0], plotted, strict=True):
+                _plot_panel(ax, sets[name], quantiles[(variant, name)], p.quantile_levels, name)
+            fig.suptitle(f"{variant} (series 0, first seed)", fontsize=11)
+            fig.tight_layout()
+            mlflow.MlflowClient().log_figure(run_id, fig, "forecasts.png")
+            plt.close(fig)
     return figures

@@ -70,7 +70,8 @@ def create_pipeline(**kwargs) -> Pipeline:
              ["wavetoken.wavetoken.models", "wavetoken.evaluation_sets", P], None,
              name="register_model", namespace=ns),
         node(nodes.plot_forecasts,
-             ["wavetoken.evaluation_sets", P, "wavetoken.baseline_forecasts", *forecasts],
+             ["wavetoken.evaluation_sets", P, "wavetoken.metrics", "wavetoken.baseline_forecasts",
+              *forecasts],
              "wavetoken.forecast_plots", name="plot_forecasts", namespace=ns),
     ]
     return Pipeline(data + variants + evaluation)
