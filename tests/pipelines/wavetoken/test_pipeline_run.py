@@ -69,6 +69,7 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert "agg_rel_wql_real" in run.data.metrics
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert "forecasts.png" in artifacts, variant
+        assert run.data.params, variant
     assert children["wavetoken"].data.tags["icml25.role"] == "method"
     assert children["chronos_bins_1024"].data.tags["icml25.role"] == "baseline"
     assert "wavetoken/training/seed 0" in children

@@ -307,8 +307,10 @@ def judge_claims(
     if mlflow.active_run() is not None:
         roles = {v: p.variants[v].role if v in p.variants else "baseline" for v in metrics}
         means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
-        log_variants(PIPELINE, means, roles,
-                     params_by_variant={v: p.variants[v].model_dump() for v in p.variants})
+        variant_params = {v: {"kind": "statsforecast", "model": v, "season": "by frequency",
+                              "max_history": p.baselines.max_history} for v in p.baselines.models}
+        variant_params |= {v: p.variants[v].model_dump() for v in p.variants}
+        log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
         log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
     return report, claims
 
