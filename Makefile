@@ -4,7 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.icml25-installed
 PIPELINE ?= wavetoken
-ENV    ?= base
+ENV    ?=
+ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
 .PHONY: install run test lint bench viz mlflow clean-outputs
 
@@ -16,9 +17,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: install  ## kedro run --pipeline=$(PIPELINE) --env=$(ENV), then the scorecard
-	$(BIN)/kedro run --pipeline=$(PIPELINE) --env=$(ENV)
-	$(BIN)/kedro run --pipeline=report --env=$(ENV)
+run: install  ## kedro run --pipeline=$(PIPELINE) [--env=$(ENV)], then the scorecard
+	$(BIN)/kedro run --pipeline=$(PIPELINE) $(ENV_FLAG)
+	$(BIN)/kedro run --pipeline=report $(ENV_FLAG)
 
 lint: install
 	$(BIN)/ruff check src tests
