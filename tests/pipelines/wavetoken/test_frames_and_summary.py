@@ -8,6 +8,7 @@ import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
+from icml25.pipelines.wavetoken.evaluation import summarise_metrics
 from icml25.pipelines.wavetoken.frames import (
     EvalSet,
     eval_sets_to_frame,
@@ -17,7 +18,6 @@ from icml25.pipelines.wavetoken.frames import (
     quantiles_to_frame,
     series_to_frame,
 )
-from icml25.pipelines.wavetoken.nodes import summarise_metrics
 from icml25.pipelines.wavetoken.params import WavetokenParams
 from icml25.pipelines.wavetoken.roundtrip import synthesis_gain, tokenizer_roundtrip_report
 from icml25.pipelines.wavetoken.wavelet_tokenizer import WaveletTokenizer

@@ -125,3 +125,12 @@ def frame_to_quantiles(frame: pd.DataFrame, levels: list[float]) -> np.ndarray:
     if np.isnan(out).any():
         raise ValueError("forecast table has missing (series, quantile, step) cells")
     return out
+
+
+def context_matrix(histories: list[np.ndarray], length: int) -> np.ndarray:
+    """Last ``length`` points of each history, left-padded with NaN (= no history)."""
+    out = np.full((len(histories), length), np.nan)
+    for i, h in enumerate(histories):
+        tail = h[-length:]
+        out[i, length - len(tail):] = tail
+    return out

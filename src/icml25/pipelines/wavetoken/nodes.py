@@ -22,9 +22,15 @@ from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.tracking import log_metrics, log_variants, variant_run, variant_run_ids
 from icml25.pipelines.wavetoken import metrics as fm
+from icml25.pipelines.wavetoken.evaluation import (
+    per_dataset_scores,
+    score_forecasts,
+    summarise_metrics,
+)
 from icml25.pipelines.wavetoken.forecaster import forecast
 from icml25.pipelines.wavetoken.frames import (
     EvalSet,
+    context_matrix,
     eval_sets_to_frame,
     frame_to_eval_sets,
     frame_to_quantiles,
@@ -35,6 +41,7 @@ from icml25.pipelines.wavetoken.frames import (
 from icml25.pipelines.wavetoken.hf_t5 import load_model
 from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
 from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
+from icml25.pipelines.wavetoken.plots import plot_panel
 from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
 from icml25.pipelines.wavetoken.real_data import SeriesDataset, load_datasets, train_test_split
 from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
@@ -49,6 +56,11 @@ PIPELINE = "wavetoken"
 
 def _params(params: dict[str, Any]) -> WavetokenParams:
     return validate_parameters(WavetokenParams, params, PIPELINE)
+
+
+def _entry(partition: Any) -> dict[str, Any]:
+    """A model partition: PartitionedDataset hands out loaders, a run in memory the dict itself."""
+    return partition() if callable(partition) else partition
 
 
 # ------------------------------------------------------------------------------------ data
@@ -178,12 +190,12 @@ def forecast_variant(
     sets = frame_to_eval_sets(eval_sets)
     frames = []
     for key in sorted(models):
-        entry = models[key]() if callable(models[key]) else models[key]
+        entry = _entry(models[key])
         meta = entry["metadata"]
         model = load_model(meta["model_config"], entry["state_dict"],
                            meta.get("backend", "torch")).to(device)
         for s in sets:
-            contexts = _context_matrix(s.histories, p.context_length)
+            contexts = context_matrix(s.histories, p.context_length)
             samples = forecast(
                 model, tokenizer, contexts, horizon=s.horizon,
                 prediction_length=p.prediction_length, n_samples=p.sampling.n_samples,
@@ -194,15 +206,6 @@ def forecast_variant(
             frames.append(quantiles_to_frame(variant, int(meta["seed"]), s.name, q,
                                              p.quantile_levels))
     return pd.concat(frames, ignore_index=True)
-
-
-def _context_matrix(histories: list[np.ndarray], length: int) -> np.ndarray:
-    """Last ``length`` points of each history, left-padded with NaN (= no history)."""
-    out = np.full((len(histories), length), np.nan)
-    for i, h in enumerate(histories):
-        tail = h[-length:]
-        out[i, length - len(tail):] = tail
-    return out
 
 
 def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
@@ -221,7 +224,7 @@ def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> 
 def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Round-trip errors of every tokenizer on the evaluation contexts (claim (a))."""
     p = _params(params)
-    contexts = [_context_matrix(s.histories, p.context_length)
+    contexts = [context_matrix(s.histories, p.context_length)
                 for s in frame_to_eval_sets(eval_sets)]
     full = np.concatenate(contexts)
     full = full[~np.isnan(full).any(axis=1)]  # the bound is stated for complete windows
@@ -234,59 +237,7 @@ def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
                        *forecast_tables: pd.DataFrame) -> pd.DataFrame:
     """WQL and MASE of every (variant, seed, dataset) — spec "Metrics"."""
     p = _params(params)
-    sets = {s.name: s for s in frame_to_eval_sets(eval_sets)}
-    rows = []
-    for table in forecast_tables:
-        for (variant, seed, dataset), g in table.groupby(["variant", "seed", "dataset"]):
-            s = sets[dataset]
-            q = frame_to_quantiles(g, p.quantile_levels)
-            median = q[:, p.quantile_levels.index(0.5), :]
-            rows.append({
-                "variant": variant, "seed": int(seed), "dataset": dataset, "group": s.group,
-                "wql": fm.weighted_quantile_loss(s.futures, q, p.quantile_levels),
-                "mase": fm.mase(s.futures, median, s.histories, s.season),
-            })
-    return pd.DataFrame(rows)
-
-
-GROUPS = {"real": ("in_domain", "zero_shot"), "in_domain": ("in_domain",),
-          "zero_shot": ("zero_shot",)}
-
-
-def summarise_metrics(scores: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
-    """Per variant, per-seed lists of every headline metric (identical names for all variants).
-
-    ``agg_rel_<m>_<group>``: geometric mean over the group's datasets of the ratio to seasonal
-    naive (:func:`~icml25.pipelines.wavetoken.metrics.aggregate_relative`, Chronos
-    ``agg-relative-score.py``); ``rel_<m>_<dataset>`` for the synthetic sets;
-    ``avg_rank_<m>_real``: mean rank over real datasets (seed-mean scores, 1 = best).
-    """
-    base = scores[scores["variant"] == "seasonal_naive"].groupby("dataset")[["wql", "mase"]].mean()
-    undefined = base.index[~(np.isfinite(base).all(axis=1) & (base > 0).all(axis=1))]
-    if len(undefined):
-        logger.warning("wavetoken: relative scores undefined (left out of the aggregates) on %s",
-                       sorted(undefined))
-    out: dict[str, dict[str, list[float]]] = {}
-    for (variant, _seed), g in scores.groupby(["variant", "seed"]):
-        metrics = out.setdefault(variant, {})
-        for m in ("wql", "mase"):
-            for group, members in GROUPS.items():
-                rows = g[g["group"].isin(members)]
-                agg = fm.aggregate_relative({
-                    variant: dict(zip(rows["dataset"], rows[m], strict=True)),
-                    "seasonal_naive": base[m].to_dict(),
-                })[variant]
-                metrics.setdefault(f"agg_rel_{m}_{group}", []).append(agg)
-            for _, row in g[g["group"].isin(("kernelsynth", "stress"))].iterrows():
-                metrics.setdefault(f"rel_{m}_{row['dataset']}", []).append(
-                    row[m] / base.loc[row["dataset"], m])
-    real = scores[scores["group"].isin(GROUPS["real"])]
-    for m in ("wql", "mase"):
-        table = real.groupby(["dataset", "variant"])[m].mean().unstack("variant")
-        ranks = fm.average_rank({v: table[v].to_dict() for v in table.columns})
-        for variant, rank in ranks.items():
-            out[variant][f"avg_rank_{m}_real"] = [rank]
-    return out
+    return score_forecasts(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
 
 
 def judge_claims(
@@ -303,7 +254,7 @@ def judge_claims(
                            figures=[f"figures/{name}.png" for name in p.plots if name in plotted])
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"tokenizer_roundtrip": roundtrip,
-                                   "per_dataset": _per_dataset(scores)})
+                                   "per_dataset": per_dataset_scores(scores)})
     if mlflow.active_run() is not None:
         roles = {v: p.variants[v].role if v in p.variants else "baseline" for v in metrics}
         means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
@@ -315,14 +266,6 @@ def judge_claims(
     return report, claims
 
 
-def _per_dataset(scores: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
-    table = scores.groupby(["dataset", "variant"])[["wql", "mase"]].mean()
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for (dataset, variant), row in table.iterrows():
-        out.setdefault(dataset, {})[variant] = {"wql": row["wql"], "mase": row["mase"]}
-    return out
-
-
 def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
     """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
     if mlflow.active_run() is None:
@@ -330,7 +273,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None
     p = _params(params)
     for bundle in models:
         for key in sorted(bundle):
-            meta = (bundle[key]() if callable(bundle[key]) else bundle[key])["metadata"]
+            meta = _entry(bundle[key])["metadata"]
             variant = meta["variant"]
             with variant_run(variant, run_name=f"{variant}/training/seed {meta['seed']}",
                              role=p.variants[variant].role, pipeline=PIPELINE,
@@ -348,9 +291,9 @@ def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
         return
     p = _params(params)
     key = sorted(models)[0]
-    entry = models[key]() if callable(models[key]) else models[key]
+    entry = _entry(models[key])
     first = frame_to_eval_sets(eval_sets)[0]
-    example = _context_matrix(first.histories[:2], p.context_length)
+    example = context_matrix(first.histories[:2], p.context_length)
     with tempfile.TemporaryDirectory() as tmp, variant_run(
         "wavetoken", run_name="wavetoken/registered model", role="method", pipeline=PIPELINE,
         params={"seed": entry["metadata"]["seed"]},
@@ -362,22 +305,6 @@ def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
 
 
 # ---------------------------------------------------------------------------------- plots
-def _plot_panel(ax: Any, s: EvalSet, q: np.ndarray, levels: list[float], title: str) -> None:
-    """Context tail, truth, median and the outer quantile band of series 0 of ``s``."""
-    history = s.histories[0][-3 * s.horizon:]
-    observed = np.concatenate([history, s.futures[0]])
-    span = observed.max() - observed.min() or 1.0
-    t_fut = np.arange(s.horizon)
-    lo, hi = levels.index(min(levels)), levels.index(max(levels))
-    ax.plot(np.arange(-len(history), 0), history, color="0.35", lw=1, label="context")
-    ax.plot(t_fut, s.futures[0], color="black", lw=1.2, label="truth")
-    ax.plot(t_fut, q[levels.index(0.5)], color="C0", lw=1.5, label="median")
-    ax.fill_between(t_fut, q[lo], q[hi], color="C0", alpha=0.25,
-                    label=f"{min(levels):.0%}-{max(levels):.0%}")
-    ax.set_title(title, fontsize=10)
-    ax.set_ylim(observed.min() - span, observed.max() + span)  # wild samples don't flatten it
-    ax.axvline(0, color="0.7", lw=0.8, ls="--")
-
 
 def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dict[str, Any],
                    *forecast_tables: pd.DataFrame) -> dict[str, Any]:
@@ -406,7 +333,7 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dic
         fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), sharey=True,
                                  squeeze=False)
         for ax, model in zip(axes[0], models, strict=True):
-            _plot_panel(ax, sets[name], quantiles[(model, name)], p.quantile_levels, model)
+            plot_panel(ax, sets[name], quantiles[(model, name)], p.quantile_levels, model)
         axes[0][0].legend(fontsize=7, loc="upper left")
         fig.suptitle(f"wavetoken — {name} (series 0)", fontsize=11)
         fig.tight_layout()
@@ -416,7 +343,7 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dic
             fig, axes = plt.subplots(1, len(plotted), figsize=(3.6 * len(plotted), 3.0),
                                      squeeze=False)
             for ax, name in zip(axes[0], plotted, strict=True):
-                _plot_panel(ax, sets[name], quantiles[(variant, name)], p.quantile_levels, name)
+                plot_panel(ax, sets[name], quantiles[(variant, name)], p.quantile_levels, name)
             fig.suptitle(f"{variant} (series 0, first seed)", fontsize=11)
             fig.tight_layout()
             mlflow.MlflowClient().log_figure(run_id, fig, "forecasts.png")
