@@ -15,6 +15,7 @@ import matplotlib
 import mlflow
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.datasets import TorchModelDataset
@@ -189,12 +190,15 @@ def forecast_variant(
     tokenizer = build_tokenizer(p.variants[variant], p.context_length)
     sets = frame_to_eval_sets(eval_sets)
     frames = []
+    bar = tqdm(total=len(models) * len(sets), desc=f"{variant} forecasts", disable=not p.progress,
+               leave=False)
     for key in sorted(models):
         entry = _entry(models[key])
         meta = entry["metadata"]
         model = load_model(meta["model_config"], entry["state_dict"],
                            meta.get("backend", "torch")).to(device)
         for s in sets:
+            bar.set_postfix(seed=meta["seed"], dataset=s.name)
             contexts = context_matrix(s.histories, p.context_length)
             samples = forecast(
                 model, tokenizer, contexts, horizon=s.horizon,
@@ -205,6 +209,8 @@ def forecast_variant(
             q = fm.quantiles_from_samples(samples, p.quantile_levels)
             frames.append(quantiles_to_frame(variant, int(meta["seed"]), s.name, q,
                                              p.quantile_levels))
+            bar.update()
+    bar.close()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -212,7 +218,8 @@ def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> 
     """Seasonal naive, naive, AutoETS, AutoARIMA, AutoTheta (statsforecast) on every window."""
     p = _params(params)
     frames = []
-    for s in frame_to_eval_sets(eval_sets):
+    sets = frame_to_eval_sets(eval_sets)
+    for s in tqdm(sets, desc="statistical baselines", disable=not p.progress, leave=False):
         out = run_statsforecast(s.histories, s.horizon, s.season,
                                 models=tuple(p.baselines.models), levels=tuple(p.quantile_levels),
                                 max_history=p.baselines.max_history)
