@@ -80,7 +80,6 @@ class PipelineExperimentHook:
     ``before_pipeline_run`` (``tryfirst``), this hook switches it to the pipeline's name so each
     paper's runs live in their own experiment, with the Kedro run as the parent run.
 
-
     It also closes the Kedro run completely at the end: kedro-mlflow re-opens the parent run
     before every node (for thread safety), and MLflow 3 stacks each re-opening, so its single
     ``end_run`` would leave the run RUNNING and still active for the next session in the process.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
@@ -25,6 +26,13 @@ class ParamsModel(BaseModel):
 
 class ParameterError(ValueError):
     """A parameter failed validation; the message lists every bad key with value and expectation."""
+
+
+def positive_int(value: Any, name: str) -> int:
+    """``value`` as an ``int`` if it is a positive integer (Python or NumPy), else a named error."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name}: got {value!r}; expected a positive integer")
+    return int(value)
 
 
 def _lookup(tree: Any, loc: tuple) -> Any:

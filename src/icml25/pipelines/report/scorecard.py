@@ -185,8 +185,7 @@ def to_html(scorecard: Mapping[str, Any], figures: Figures | None = None) -> str
             f"<section id='{e(row['name'])}'><h2>{e(row['name'])}</h2>"
             f"<p class='sub'>{e(row['title'])} — commit {e(_fmt(run.get('commit')))}, "
             f"env {e(_fmt(run.get('env')))}, {e(_fmt(run.get('date')))}, seeds "
-            f"{e(', '.join(str(s) for s in run.get('seeds', [])) or '—')}; values are seed means "
-            "± standard deviation</p>"
+            f"{e(_run_cells(run)[2])}; values are seed means ± standard deviation</p>"
             + "".join(_figure_html(rel, data) for rel, data in (figures or {}).get(row["name"], []))
             + "<table><thead><tr><th>claim</th><th>metric</th><th>method</th><th>value</th>"
             "<th>compared with</th><th>value</th><th>verdict</th></tr></thead><tbody>"

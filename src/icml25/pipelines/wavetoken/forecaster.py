@@ -28,13 +28,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from icml25.core.params import positive_int
 from icml25.pipelines.wavetoken.tokenizer import ForecastTokenizer
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name}: got {value!r}; expected a positive integer")
-    return int(value)
 
 
 def _check_contexts(contexts: npt.ArrayLike) -> np.ndarray:
@@ -105,10 +100,10 @@ def forecast(
         float64 ``[n, n_samples, horizon]`` in the contexts' units.
     """
     arr = _check_contexts(contexts)
-    horizon = _positive_int(horizon, "horizon")
-    prediction_length = _positive_int(prediction_length, "prediction_length")
-    n_samples = _positive_int(n_samples, "n_samples")
-    batch_size = _positive_int(batch_size, "batch_size")
+    horizon = positive_int(horizon, "horizon")
+    prediction_length = positive_int(prediction_length, "prediction_length")
+    n_samples = positive_int(n_samples, "n_samples")
+    batch_size = positive_int(batch_size, "batch_size")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed: got {seed!r}; expected a non-negative integer")
     n_tokens = int(tokenizer.num_target_tokens(prediction_length))

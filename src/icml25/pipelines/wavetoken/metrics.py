@@ -122,6 +122,12 @@ def weighted_quantile_loss(
     return float(per_level.mean())
 
 
+def effective_season(season: int, history_length: int) -> int:
+    """The seasonal lag actually used: ``season`` if shorter than the history, else 1 (gluonts
+    ``calculate_seasonal_error``; seasonal naive follows the same rule, spec "Metrics")."""
+    return season if 1 <= season < history_length else 1
+
+
 def seasonal_error(history: npt.ArrayLike, season: int) -> float:
     """mean_t |x_t - x_{t-s}| over one history (gluonts ``seasonal_error``).
 
@@ -131,7 +137,7 @@ def seasonal_error(history: npt.ArrayLike, season: int) -> float:
     x = np.asarray(history, dtype=np.float64).ravel()
     if np.isinf(x).any():
         raise ValueError("history contains ±inf")
-    s = int(season) if int(season) < x.size else 1
+    s = effective_season(int(season), x.size)
     if x.size <= s:
         return float("nan")
     diffs = np.abs(x[s:] - x[:-s])

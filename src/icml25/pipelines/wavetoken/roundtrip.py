@@ -52,10 +52,9 @@ def tokenizer_roundtrip_report(tokenizer: ForecastTokenizer, contexts: np.ndarra
         gain = synthesis_gain(tokenizer.wavelet, tokenizer.level, contexts.shape[1])
         coeffs = tokenizer.decompose(scaled)
         transform_error = float(np.abs(tokenizer.reconstruct(coeffs) - scaled).max())
-        width = tokenizer.bin_width
     else:
         gain, coeffs, transform_error = 1.0, scaled, 0.0
-        width = float(tokenizer.centres[1] - tokenizer.centres[0])
+    width = tokenizer.bin_width
     lo, hi = tokenizer.limits
     clipped = ((coeffs < lo - width / 2) | (coeffs > hi + width / 2)).any(axis=1)
     error = np.abs(decoded - contexts)

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from icml25.pipelines.wavetoken.metrics import effective_season
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS: tuple[str, ...] = ("seasonal_naive", "naive", "auto_ets", "auto_arima", "auto_theta")
@@ -55,11 +57,6 @@ class BaselineForecasts(dict):
         super().__init__(*args, **kwargs)
         self.n_fallbacks: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
-
-
-def effective_season(season: int, history_length: int) -> int:
-    """Season used by seasonal naive: ``season`` if shorter than the history, else 1 (spec)."""
-    return season if 1 <= season < history_length else 1
 
 
 def seasonal_naive_point(history: np.ndarray, horizon: int, season: int) -> np.ndarray:

@@ -27,13 +27,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from icml25.core.params import positive_int
+
 _MAX_DRAWS_PER_WINDOW = 100
-
-
-def _positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name}: got {value!r}; expected a positive integer")
-    return int(value)
 
 
 def sample_training_windows(
@@ -61,10 +57,10 @@ def sample_training_windows(
     Returns:
         ``contexts`` float64 ``[n_windows, C]`` and ``targets`` float64 ``[n_windows, H]``.
     """
-    n_windows = _positive_int(n_windows, "n_windows")
-    context_length = _positive_int(context_length, "context_length")
-    prediction_length = _positive_int(prediction_length, "prediction_length")
-    min_past = _positive_int(min_past, "min_past")
+    n_windows = positive_int(n_windows, "n_windows")
+    context_length = positive_int(context_length, "context_length")
+    prediction_length = positive_int(prediction_length, "prediction_length")
+    min_past = positive_int(min_past, "min_past")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     if isinstance(nan_injection_max, bool) or not 0.0 <= float(nan_injection_max) < 1.0:
