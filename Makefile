@@ -12,7 +12,7 @@ ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,quantum]"
 	@touch $(STAMP)
 
 install: $(STAMP)
