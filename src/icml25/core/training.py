@@ -5,11 +5,18 @@ exact without saving a data iterator: a run interrupted after its checkpoint at 
 resumed from it ends with the same weights as an uninterrupted run, because the model, the
 optimiser, the scheduler and torch's RNG (dropout) are all restored and step k+1 sees the same
 batch. Papers whose optimiser is the contribution pass their own ``optimizer``.
+
+Under ``torchrun`` (see :mod:`icml25.core.distributed`) the same loop trains data-parallel with
+DistributedDataParallel: each rank keeps its shard of the global batch, gradients are averaged by
+DDP, the logged losses and evaluation scores are averaged over ranks, and only rank 0 writes
+checkpoints, calls ``log_fn`` and shows the progress bar. The checkpoint holds the unwrapped
+model and the global step, so a run can resume with a different number of processes.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -20,6 +27,15 @@ from typing import Any
 import torch
 from torch import nn
 from tqdm.auto import tqdm
+
+from icml25.core.distributed import (
+    SINGLE,
+    DistContext,
+    LossModule,
+    all_reduce_mean,
+    barrier,
+    shard,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +168,7 @@ def train(
     log_fn: LogFn | None = None,
     device: torch.device | str = "cpu",
     stop_after: int | None = None,
+    dist_ctx: DistContext | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``config.steps`` steps and return what happened.
 
@@ -163,14 +180,19 @@ def train(
         log_fn: receives ``(step, metrics)`` at every log and eval step (e.g. MLflow).
         stop_after: stop (as if interrupted) after this many steps of *this call*; used to
             simulate an interruption in tests and for time-boxed runs.
+        dist_ctx: the data-parallel context from :func:`icml25.core.distributed.init_distributed`
+            (default: single process). When it spans several processes, ``device`` is replaced
+            by the rank's device and the global batch from ``batch_fn`` is sharded.
     """
-    device = torch.device(device)
+    ctx = dist_ctx or SINGLE
+    device = ctx.device() if ctx.enabled else torch.device(device)
     model.to(device)
     result = TrainResult()
     ckpt_path = Path(config.checkpoint_dir) / CHECKPOINT_NAME if config.checkpoint_dir else None
     start = 0
     best_state: dict[str, torch.Tensor] | None = None
     evals_since_best = 0
+    barrier(ctx)  # no rank looks for a checkpoint while rank 0 may still be writing one
     if config.resume and ckpt_path is not None and ckpt_path.exists():
         state = load_checkpoint(ckpt_path)
         model.load_state_dict(state["model"])
@@ -188,13 +210,21 @@ def train(
         result.resumed_from = start
         logger.info("%s: resumed from %s at step %d", config.desc, ckpt_path, start)
 
+    ddp = None
+    if ctx.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(
+            LossModule(model, loss_fn),
+            device_ids=[device.index] if device.type == "cuda" else None,
+        )
     autocast, scaler = _autocast(device, config.amp)
     t0 = time.perf_counter()
     running, n_running = 0.0, 0
     step = start
     bar = tqdm(
-        total=config.steps, initial=start, desc=config.desc, disable=not config.progress,
-        dynamic_ncols=True, leave=False,
+        total=config.steps, initial=start, desc=config.desc,
+        disable=not (config.progress and ctx.is_main), dynamic_ncols=True, leave=False,
     )
     try:
         model.train()
@@ -204,10 +234,11 @@ def train(
             batch = batch_fn(step)
             optimizer.zero_grad(set_to_none=True)
             with autocast:
-                loss = loss_fn(model, batch)
-            if not torch.isfinite(loss):
+                loss = ddp(shard(batch, ctx)) if ddp is not None else loss_fn(model, batch)
+            loss_value = all_reduce_mean(float(loss.detach()), ctx)  # every rank sees the same
+            if not math.isfinite(loss_value):
                 raise FloatingPointError(
-                    f"{config.desc}: loss is {loss.item()} at step {step + 1}; "
+                    f"{config.desc}: loss is {loss_value} at step {step + 1}; "
                     "lower the learning rate or check the data for NaN/inf"
                 )
             if scaler is not None:
@@ -225,7 +256,7 @@ def train(
             if scheduler is not None:
                 scheduler.step()
             step += 1
-            running += float(loss.detach())
+            running += loss_value
             n_running += 1
             bar.update(1)
 
@@ -237,7 +268,7 @@ def train(
                 bar.set_postfix(loss=f"{metrics['train_loss']:.4f}")
             if eval_fn is not None and config.eval_every and step % config.eval_every == 0:
                 model.eval()
-                score = float(eval_fn(model))
+                score = all_reduce_mean(float(eval_fn(model)), ctx)
                 model.train()
                 metrics["val_loss"] = score
                 if result.best_eval is None or score < result.best_eval:
@@ -248,15 +279,18 @@ def train(
                     evals_since_best += 1
             if metrics:
                 result.history.append({"step": float(step), **metrics})
-                if log_fn is not None:
+                if log_fn is not None and ctx.is_main:
                     log_fn(step, metrics)
             if ckpt_path is not None and config.checkpoint_every and (
                 step % config.checkpoint_every == 0
             ):
-                save_checkpoint(
-                    ckpt_path,
-                    _state(model, optimizer, scheduler, step, result, best_state, evals_since_best),
-                )
+                if ctx.is_main:
+                    save_checkpoint(
+                        ckpt_path,
+                        _state(model, optimizer, scheduler, step, result, best_state,
+                               evals_since_best),
+                    )
+                barrier(ctx)
             if (
                 config.early_stopping_patience is not None
                 and evals_since_best >= config.early_stopping_patience
