@@ -144,4 +144,19 @@ class ParameterValidationHook:
                 validate_parameters(model, catalog.load(key), name)
 
 
-HOOKS = (RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook())
+class DaskConfigHook:
+    """Hands ``conf/<env>/dask.yml`` to :class:`icml25.runners.DaskRunner` (a runner has no
+    config loader of its own), so ``--env`` picks the cluster like it picks parameters."""
+
+    @hook_impl
+    def after_context_created(self, context: KedroContext) -> None:
+        from icml25.runners.dask import configure
+
+        try:
+            config = context.config_loader["dask"]
+        except (KeyError, MissingConfigException):
+            config = {}
+        configure(config)
+
+
+HOOKS = (RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook(), DaskConfigHook())

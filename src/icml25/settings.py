@@ -10,7 +10,10 @@ CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
-    "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**", "**/mlflow*"]},
+    "config_patterns": {
+        "mlflow": ["mlflow*", "mlflow*/**", "**/mlflow*"],
+        "dask": ["dask*", "dask*/**"],
+    },
     # conf/test and conf/paper override single keys of a pipeline's tree, not the whole tree
-    "merge_strategy": {"parameters": "soft", "mlflow": "soft"},
+    "merge_strategy": {"parameters": "soft", "mlflow": "soft", "dask": "soft"},
 }
