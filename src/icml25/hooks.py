@@ -144,6 +144,58 @@ class ParameterValidationHook:
                 validate_parameters(model, catalog.load(key), name)
 
 
+class DistributedRankHook:
+    """Makes ``torchrun --nproc_per_node=N -m kedro run ...`` write everything exactly once.
+
+    Under torchrun every rank runs the whole Kedro session (data preparation is deterministic,
+    so every rank builds the same inputs), and the training nodes train data-parallel through
+    :mod:`icml25.core.distributed`. Rank 0 persists outputs and logs to MLflow as usual; on the
+    other ranks this hook keeps every dataset the pipeline produces in memory and points MLflow
+    at a throw-away store, so no file or run is written twice.
+    """
+
+    def __init__(self) -> None:
+        self._scratch: Path | None = None
+
+    @staticmethod
+    def _rank() -> int:
+        from icml25.core.distributed import context_from_env
+
+        return context_from_env().rank
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context: KedroContext) -> None:
+        if self._rank() == 0:
+            return
+        import tempfile
+
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"icml25-rank{self._rank()}-"))
+        try:
+            conf = context.config_loader["mlflow"]
+        except MissingConfigException:
+            return
+        server = {**(conf.get("server") or {}),
+                  "mlflow_tracking_uri": f"sqlite:///{self._scratch / 'mlflow.db'}"}
+        context.config_loader["mlflow"] = {**conf, "server": server}
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, pipeline: Any, catalog: Any) -> None:
+        if self._rank() == 0:
+            return
+        from kedro.io import MemoryDataset
+
+        for name in pipeline.all_outputs():
+            catalog[name] = MemoryDataset(copy_mode="assign")
+
+    @hook_impl(trylast=True)
+    def after_pipeline_run(self) -> None:
+        if self._scratch is not None:
+            import shutil
+
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
 class DaskConfigHook:
     """Hands ``conf/<env>/dask.yml`` to :class:`icml25.runners.DaskRunner` (a runner has no
     config loader of its own), so ``--env`` picks the cluster like it picks parameters."""
@@ -159,4 +211,7 @@ class DaskConfigHook:
         configure(config)
 
 
-HOOKS = (RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook(), DaskConfigHook())
+HOOKS = (
+    RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook(), DistributedRankHook(),
+    DaskConfigHook(),
+)

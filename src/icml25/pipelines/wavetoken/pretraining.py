@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from icml25.core.distributed import barrier, init_distributed
 from icml25.core.training import TrainLoopConfig, TrainResult, train
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
 from icml25.pipelines.wavetoken.hf_t5 import build_model
@@ -122,6 +123,9 @@ def pretrain(
     A checkpoint in ``checkpoint_dir`` is resumed; it is removed once training completes so a
     later run with the same settings trains anew rather than silently reusing old weights.
     """
+    dist_ctx = init_distributed()  # single process unless started by torchrun
+    if dist_ctx.enabled:
+        device = dist_ctx.device()
     torch.manual_seed(seed)
     model = build_model(config, backend).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_params.lr,
@@ -137,7 +141,8 @@ def pretrain(
         checkpoint_dir=checkpoint_dir, progress=progress, desc=desc,
     )
     result = train(model, optimizer, batch_fn, lambda m, b: m.loss(*b), loop,
-                   scheduler=scheduler, log_fn=log_fn, device=device)
-    if checkpoint_dir is not None and Path(checkpoint_dir).exists():
+                   scheduler=scheduler, log_fn=log_fn, device=device, dist_ctx=dist_ctx)
+    barrier(dist_ctx)
+    if dist_ctx.is_main and checkpoint_dir is not None and Path(checkpoint_dir).exists():
         shutil.rmtree(checkpoint_dir)
     return model, result
