@@ -10,10 +10,10 @@ was expected.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -33,6 +33,16 @@ def positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"{name}: got {value!r}; expected a positive integer")
     return int(value)
+
+
+def _distinct_seeds(seeds: list[int]) -> list[int]:
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
+    return seeds
+
+
+Seeds = Annotated[list[int], Field(min_length=1), AfterValidator(_distinct_seeds)]
+"""A field type for a run's seeds: a non-empty list of distinct non-negative integers."""
 
 
 def _lookup(tree: Any, loc: tuple) -> Any:

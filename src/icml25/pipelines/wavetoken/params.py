@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
-from icml25.core.params import ParamsModel
+from icml25.core.params import ParamsModel, Seeds
 
 #: The tokenizer variants the pipeline trains, in wiring order. Their settings live under
 #: ``wavetoken.variants.<name>``; the wiring (one train and one forecast node each) is fixed here so
@@ -71,7 +71,7 @@ class TokenizerParams(ParamsModel):
     threshold: Literal["none", "visushrink", "fdrc", "cdf"] = "none"
     threshold_q: float = Field(default=0.05, gt=0, lt=1)
     threshold_targets: bool = False
-    seeds: list[int] | None = None
+    seeds: Seeds | None = None
 
     @field_validator("limits")
     @classmethod
@@ -136,7 +136,7 @@ class BaselineParams(ParamsModel):
 
 
 class WavetokenParams(ParamsModel):
-    seeds: list[int] = Field(min_length=1)
+    seeds: Seeds
     device: str = "auto"
     num_threads: int = Field(default=1, ge=0)
     context_length: int = Field(gt=0)
@@ -154,13 +154,6 @@ class WavetokenParams(ParamsModel):
     baselines: BaselineParams
     plots: list[str] = Field(default_factory=list)
     claims: list[ClaimSpec] = Field(min_length=1)
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
 
     @field_validator("variants")
     @classmethod
