@@ -1,0 +1,271 @@
+"""Kedro nodes of the quantum_rl pipeline: thin wrappers around the method modules.
+
+Each node validates ``params:quantum_rl`` into :class:`QuantumRLParams` and does one step of the
+spec's pipeline sketch: MDPs -> optimal gains -> estimator scaling and circuit check -> agents ->
+metrics, claims, MLflow child runs and figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.mdp import TabularMDP, average_reward_lp, relative_value_iteration
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.quantum_rl.agents import AgentConfig, log_checkpoints, run_agent
+from icml25.pipelines.quantum_rl.amplitude_estimation import (
+    auto_k,
+    estimator_error_table,
+    union_bound_delta,
+)
+from icml25.pipelines.quantum_rl.circuits import circuit_check
+from icml25.pipelines.quantum_rl.environments import build_mdp
+from icml25.pipelines.quantum_rl.evaluation import (
+    check_curves,
+    constants_figure,
+    estimator_figure,
+    estimator_slopes,
+    regret_figure,
+    variant_metrics,
+)
+from icml25.pipelines.quantum_rl.params import QuantumRLParams
+
+logger = logging.getLogger(__name__)
+PIPELINE = "quantum_rl"
+TITLE = "Quantum speedups in regret analysis of average-reward MDPs (Q-UCRL, ICML 2025)"
+
+
+def _params(params: dict[str, Any]) -> QuantumRLParams:
+    return validate_parameters(QuantumRLParams, params, PIPELINE)
+
+
+def _mdp(entry: dict[str, Any], name: str) -> TabularMDP:
+    return TabularMDP(np.asarray(entry["P"]), np.asarray(entry["r"]), name=name)
+
+
+# ------------------------------------------------------------------------------------ data
+def make_mdps(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every configured environment as validated ``P`` (S, A, S) and ``r`` (S, A) arrays."""
+    p = _params(params)
+    out = {}
+    for name, spec in p.envs.items():
+        mdp = build_mdp(name, spec.model_dump())
+        out[name] = {"P": mdp.P, "r": mdp.r, "kind": spec.kind,
+                     "n_states": mdp.n_states, "n_actions": mdp.n_actions}
+    return out
+
+
+def solve_optimal(mdps: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``rho*`` by relative value iteration, cross-checked by the occupancy LP (HiGHS)."""
+    out = {}
+    for name, entry in mdps.items():
+        mdp = _mdp(entry, name)
+        rho, bias, policy = relative_value_iteration(mdp.P, mdp.r, tol=1e-11)
+        rho_lp = average_reward_lp(mdp.P, mdp.r)
+        if abs(rho - rho_lp) > 1e-6:
+            raise RuntimeError(f"{name}: RVI gain {rho:.8f} and LP gain {rho_lp:.8f} disagree "
+                               "(is the MDP communicating?)")
+        out[name] = {"rho_star": rho, "rho_star_lp": rho_lp, "policy": policy.tolist(),
+                     "bias": bias.tolist(), "n_states": mdp.n_states,
+                     "n_actions": mdp.n_actions}
+        logger.info("quantum_rl: %s rho* = %.6f (LP %.6f)", name, rho, rho_lp)
+    return out
+
+
+def estimator_scaling(params: dict[str, Any]) -> pd.DataFrame:
+    """Mean |p_hat - p| of the quantum and classical estimators for n = 2^k (spec "Estimator
+    check"), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa."""
+    p = _params(params)
+    cfg = p.estimator_scaling
+    K = p.estimator.K
+    if K == "auto":  # the K that Q-UCRL uses on the claim environment at horizon T
+        S, A = build_mdp(p.claim_env, p.envs[p.claim_env].model_dump()).P.shape[:2]
+        K = auto_k(union_bound_delta(p.delta, S, A, p.T))
+    rows = estimator_error_table(np.asarray(cfg.p_values), np.arange(cfg.log2_n[0],
+                                 cfg.log2_n[1] + 1), cfg.reps, K, p.estimator.kappa,
+                                 np.random.default_rng(cfg.seed), progress=p.progress)
+    return pd.DataFrame(rows)
+
+
+def check_circuits(params: dict[str, Any]) -> dict[str, Any]:
+    """TV distance between qiskit-aer AE histograms and the analytic pmf (skipped w/o qiskit)."""
+    p = _params(params)
+    cfg = p.circuit
+    if not cfg.enabled:
+        return {"skipped": True, "reason": "circuit.enabled is false", "cases": []}
+    result = circuit_check([tuple(c) for c in cfg.cases],
+                           [(list(r), t, m) for r, t, m in cfg.row_cases], cfg.shots, cfg.seed)
+    if result["skipped"]:
+        logger.warning("quantum_rl: circuit check skipped: %s", result["reason"])
+    return result
+
+
+# ---------------------------------------------------------------------------------- agents
+def agent_config(p: QuantumRLParams, name: str) -> AgentConfig:
+    agent = p.agents[name]
+    est = agent.estimator_overrides or p.estimator
+    return AgentConfig(kind=agent.kind, estimator=agent.estimator, radius=agent.radius,
+                       c=agent.c, eps_rule=agent.eps_rule, delta=p.delta, K=est.K,
+                       kappa=est.kappa, budget_mode=est.budget_mode,
+                       fallback_radius=est.fallback_radius, aperiodic=p.evi.aperiodic,
+                       evi_max_sweeps=p.evi.max_sweeps, reward_known=p.reward_known)
+
+
+def run_seed_rng(seed: int, env: str) -> np.random.Generator:
+    """The generator of one (seed, environment) run; the same for every agent."""
+    return np.random.default_rng([seed, zlib.crc32(env.encode())])
+
+
+def run_agents(mdps: dict[str, dict[str, Any]], optimal: dict[str, Any],
+               params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                                                dict[str, Any]]:
+    """Every agent on every environment and seed: regret curves at log-spaced checkpoints,
+    per-epoch logs, per-run timings and the final estimates ``P_hat``, ``N``."""
+    p = _params(params)
+    jobs = [(agent, env, seed) for agent in p.agents for env in p.agent_envs(agent)
+            for seed in p.agent_seeds(agent)]
+    curves, epochs, runs, finals = [], [], [], {}
+    for agent, env, seed in tqdm(jobs, desc="quantum_rl agents", disable=not p.progress):
+        T = p.agent_horizon(agent)
+        mdp = _mdp(mdps[env], env)
+        opt = optimal[env]
+        checkpoints = log_checkpoints(T, p.checkpoints)
+        result = run_agent(mdp, opt["rho_star"], np.asarray(opt["policy"]), T,
+                           agent_config(p, agent), run_seed_rng(seed, env), checkpoints)
+        key = {"variant": agent, "env": env, "seed": seed}
+        curves.append(pd.DataFrame({**key, "t": checkpoints, "regret": result.regret,
+                                    "realised_regret": result.realised_regret}))
+        if result.epochs:
+            epochs.append(pd.DataFrame(result.epochs).assign(**key))
+        runs.append({**key, "T": T, "wall_seconds": result.wall_seconds,
+                     "evi_seconds": result.evi_seconds, "evi_calls": result.evi_calls,
+                     "K": result.K if result.K is not None else -1})
+        if result.P_hat is not None:
+            finals[f"{agent}/{env}/seed_{seed}"] = {
+                "P_hat": result.P_hat, "N": result.N,
+                **({"r_hat": result.r_hat} if result.r_hat is not None else {})}
+    epoch_cols = ["variant", "env", "seed", "epoch", "t_start", "length", "evi_sweeps",
+                  "evi_seconds", "evi_converged", "optimistic_gain", "visited_pairs",
+                  "covered_pairs", "mean_radius", "quantum_updates", "fallback_updates"]
+    epoch_frame = (pd.concat(epochs, ignore_index=True)[epoch_cols] if epochs
+                   else pd.DataFrame(columns=epoch_cols))
+    return (pd.concat(curves, ignore_index=True), epoch_frame, pd.DataFrame(runs), finals)
+
+
+# ------------------------------------------------------------------------------ evaluation
+def _artifacts(finals: dict[str, Any], variant: str, folder: Path) -> list[Path]:
+    paths = []
+    for key, value in finals.items():
+        if key.split("/")[0] == variant:
+            path = folder / variant / f"final_estimates_{key.replace('/', '_')}.npz"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(path, **value)
+            paths.append(path)
+    return paths
+
+
+@contextlib.contextmanager
+def _quiet_nan_warnings():
+    """Silence the per-metric NaN warnings of ``core.tracking`` (counted once above instead)."""
+    tracking_logger = logging.getLogger("icml25.core.tracking")
+    level = tracking_logger.level
+    tracking_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        tracking_logger.setLevel(level)
+
+
+def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
+             finals: dict[str, Any], estimator_table: pd.DataFrame,
+             circuit_metrics: dict[str, Any], optimal: dict[str, Any], params: dict[str, Any],
+             run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own results; MLflow child runs."""
+    p = _params(params)
+    check_curves(curves)
+    envs = {e: (optimal[e]["n_states"], optimal[e]["n_actions"]) for e in p.envs}
+    variants = list(p.agents)
+    metrics = variant_metrics(curves, epochs, runs, variants, envs,
+                              {v: p.agent_seeds(v) for v in variants})
+    slopes = estimator_slopes(estimator_table)
+    circuit_tv = {"circuit:aer": {"max_tv": circuit_metrics.get("max_tv", math.nan)
+                                  if not circuit_metrics.get("skipped") else math.nan}}
+    claim_metrics = {**metrics, **slopes, **circuit_tv}
+    figures = [f"figures/regret_{e}.png" for e in p.envs] + ["figures/estimator_error.png"]
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
+                           p.seeds, title=TITLE, figures=figures)
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+        "optimal": {e: {k: optimal[e][k] for k in ("rho_star", "rho_star_lp", "policy")}
+                    for e in p.envs},
+        "estimator": slopes,
+        "circuit": circuit_metrics,
+        "horizon": {v: p.agent_horizon(v) for v in variants},
+        "roles": {v: p.agents[v].role for v in variants},
+        "agents": {v: p.agents[v].model_dump(exclude_none=True) for v in variants},
+    })
+    if mlflow.active_run() is not None:
+        roles = {v: p.agents[v].role for v in variants}
+        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
+                     for k, x in m.items()} for v, m in metrics.items()}
+        variant_params = {v: {**p.agents[v].model_dump(exclude_none=True),
+                              "T": p.agent_horizon(v), "delta": p.delta} for v in variants}
+        n_missing = sum(not math.isfinite(x) for m in means.values() for x in m.values())
+        logger.info("quantum_rl: %d variant metrics are not applicable (NaN: agent not run on "
+                    "that environment, or no epochs) and are not logged to MLflow", n_missing)
+        with tempfile.TemporaryDirectory() as tmp, _quiet_nan_warnings():
+            artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
+            log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
+                         artifacts_by_variant=artifacts)
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
+                     **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()}})
+    return report, claims
+
+
+def plot_results(curves: pd.DataFrame, estimator_table: pd.DataFrame, optimal: dict[str, Any],
+                 metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Regret curves per environment (log-log), estimator error vs n, and R(T)/coverage against
+    the radius constant on the claim environment."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = _params(params)
+    main = [v for v, a in p.agents.items() if a.role != "ablation"]
+    method = next(v for v, a in p.agents.items() if a.role == "method")
+    ablations = [method, *(v for v, a in p.agents.items() if a.role == "ablation")]
+    figures = {}
+    for env in p.envs:
+        rho = optimal[env]["rho_star"]
+        figures[f"regret_{env}.png"] = regret_figure(curves, env, rho, main)
+        if any(env in p.agent_envs(v) for v in ablations[1:]):
+            figures[f"regret_ablations_{env}.png"] = regret_figure(curves, env, rho, ablations,
+                                                                   " ablations")
+    figures["estimator_error.png"] = estimator_figure(estimator_table, metrics["estimator"])
+    env = p.claim_env
+    rows = []
+    for name, agent in p.agents.items():
+        if (agent.kind != "optimistic" or env not in p.agent_envs(name)
+                or agent.estimator_overrides is not None or agent.T is not None):
+            continue  # only the radius constant varies in this figure
+        family = f"{agent.estimator} estimator, {agent.radius} radius"
+        m, per_seed = metrics["metrics"][name], metrics["per_seed"][name]
+        rows.append({"family": family, "c": agent.c, "regret_T": m[f"regret_T_{env}"],
+                     "regret_T_std": m.get(f"regret_T_{env}_std") or 0.0,
+                     "coverage": float(np.nanmean(np.asarray(per_seed[f"coverage_{env}"],
+                                                             dtype=float)))})
+    if rows:
+        figures[f"constants_{env}.png"] = constants_figure(pd.DataFrame(rows), env, p.delta)
+    plt.close("all")
+    return figures
