@@ -7,6 +7,7 @@ from icml25.core.mdp import (
     MDPError,
     TabularMDP,
     average_reward_lp,
+    discounted_policy_iteration,
     discounted_value_iteration,
     garnet_kernel,
     is_communicating,
@@ -78,3 +79,13 @@ def test_communicating_check_and_sampling():
     s = np.full(200_000, 0)
     nxt = sample_next_states(m.P, s, np.ones_like(s), rng)
     assert np.mean(nxt == 1) == pytest.approx(0.6, abs=0.005)
+
+
+def test_policy_iteration_agrees_with_value_iteration():
+    rng = np.random.default_rng(4)
+    P = garnet_kernel(12, 3, 4, rng)
+    r = rng.random((12, 3))
+    pi = discounted_policy_iteration(P, r, gamma=0.95)
+    V, _ = discounted_value_iteration(P, r, gamma=0.95, tol=1e-12)
+    Q = r + 0.95 * P @ V
+    assert np.allclose(Q[np.arange(12), pi], V, atol=1e-8)  # greedy w.r.t. the optimal values

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
-from icml25.core.params import ParamsModel
+from icml25.core.params import ParamsModel, Seeds
 from icml25.pipelines.distributed_estimation.functions import MODELS
 from icml25.pipelines.distributed_estimation.simulator import LAYERED, SIMULATED
 from icml25.pipelines.distributed_estimation.theory import SMOOTHNESS_RANGE
@@ -45,7 +45,7 @@ class SweepParams(ParamsModel):
     n: list[int] = Field(min_length=1)
     l: list[int] = Field(min_length=1)  # noqa: E741 - the paper's name for the bit budget
     protocols: list[Protocol] = Field(min_length=1)  # type: ignore[valid-type]
-    seeds: list[int] | None = None
+    seeds: Seeds | None = None
     check_flat: bool = False
 
     @field_validator("l")
@@ -108,20 +108,13 @@ class SimParams(ParamsModel):
 
 
 class DistributedEstimationParams(ParamsModel):
-    seeds: list[int] = Field(min_length=1)
+    seeds: Seeds
     progress: bool = True
     functions: dict[str, FunctionParams] = Field(min_length=1)
     grid: GridParams
     sim: SimParams
     sweeps: dict[str, SweepParams] = Field(min_length=1)
     claims: list[ClaimSpec] = Field(min_length=1)
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
 
     @model_validator(mode="after")
     def _consistent(self) -> DistributedEstimationParams:

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.mdp import validate_kernel
-from icml25.core.params import ParamsModel
+from icml25.core.params import ParamsModel, Seeds
 
 
 class EnvParams(ParamsModel):
@@ -113,7 +113,7 @@ class AgentParams(ParamsModel):
     eps_rule: Literal["inv", "inv_sqrt"] = "inv_sqrt"
     estimator_overrides: EstimatorParams | None = None
     envs: list[str] | None = None
-    seeds: list[int] | None = None
+    seeds: Seeds | None = None
     T: int | None = Field(default=None, ge=1)
 
 
@@ -162,7 +162,7 @@ class CircuitParams(ParamsModel):
 
 
 class QuantumRLParams(ParamsModel):
-    seeds: list[int] = Field(min_length=1)
+    seeds: Seeds
     T: int = Field(ge=1)
     delta: float = Field(gt=0, lt=1)
     reward_known: bool = True
@@ -176,13 +176,6 @@ class QuantumRLParams(ParamsModel):
     estimator_scaling: EstimatorScalingParams
     circuit: CircuitParams
     claims: list[ClaimSpec] = Field(min_length=1)
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: list[int]) -> list[int]:
-        if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
 
     @model_validator(mode="after")
     def _references(self) -> QuantumRLParams:
