@@ -1,0 +1,165 @@
+"""Node functions of the sparse_iht pipeline: thin wrappers over the room's plain modules."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import matplotlib.pyplot as plt
+import mlflow
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.sparse_iht import evaluation, experiments, plots
+from icml25.pipelines.sparse_iht.params import SparseIHTParams, k_of
+from icml25.pipelines.sparse_iht.problems import constraint_for
+
+PIPELINE = "sparse_iht"
+FIGURES = ("tradeoff", "curves", "zeroth_order", "support_recall", "real_data")
+
+
+def _params(params: dict[str, Any]) -> SparseIHTParams:
+    return validate_parameters(SparseIHTParams, params, PIPELINE)
+
+
+def _threads(p: SparseIHTParams):
+    """BLAS thread limit: these small dense products run fastest on one thread on 2 cores."""
+    return threadpool_limits(p.num_threads or None)
+
+
+def make_synthetic(params: dict[str, Any]) -> pd.DataFrame:
+    """The generated instances of data A, one row per (setting, seed): the truth and Γ.
+
+    The designs themselves are regenerated from their seed inside each experiment (they are
+    deterministic in it); this table records what was generated for DVC and inspection.
+    """
+    p = _params(params)
+    rows = []
+    for name, setting in p.synthetic.named.items():
+        for seed in p.seeds:
+            truth = experiments.synthetic_instance(p.synthetic, setting, seed)
+            gamma = constraint_for(setting.kind, setting.scale, truth.w_true)
+            rows.append({"setting": name, "seed": seed, "kind": setting.kind,
+                         "scale": setting.scale, "n": p.synthetic.n, "d": p.synthetic.d,
+                         "k_bar": p.synthetic.k_bar, "support": truth.support.tolist(),
+                         "w_true_support_values": truth.w_true[truth.support].tolist(),
+                         "radius": gamma.radius, "lower": gamma.lower, "upper": gamma.upper,
+                         "budget": gamma.budget, "y_norm": float(np.linalg.norm(truth.y))})
+    return pd.DataFrame(rows)
+
+
+def run_first_order(problems: pd.DataFrame, params: dict[str, Any]) -> tuple[pd.DataFrame,
+                                                                               pd.DataFrame]:
+    """IHT-2SP and the first-order baselines on every synthetic instance.
+
+    The instances are regenerated from their seeds; the stored table must describe exactly the
+    same instances (settings, seeds, supports, Γ), so a stale or corrupt table is refused.
+    """
+    p = _params(params)
+    if problems is None or problems.empty:
+        raise ValueError("sparse_iht.synthetic_problems is empty: nothing to run")
+    expected = make_synthetic(params)
+    keys = ["setting", "seed", "kind", "radius", "lower", "upper", "budget"]
+    try:
+        same = (len(problems) == len(expected)
+                and problems[keys].reset_index(drop=True).equals(expected[keys])
+                and all(list(a) == list(b) for a, b in zip(problems["support"],
+                                                           expected["support"], strict=True)))
+    except KeyError as err:
+        raise ValueError(f"sparse_iht.synthetic_problems lacks column {err}") from None
+    if not same:
+        raise ValueError("sparse_iht.synthetic_problems does not match the instances the "
+                         "parameters generate (stale or corrupt): re-run make_synthetic")
+    with _threads(p):
+        return experiments.run_synthetic(p.synthetic, p.seeds, p.rtol, p.progress)
+
+
+def run_exhaustive(params: dict[str, Any]) -> pd.DataFrame:
+    p = _params(params)
+    with _threads(p):
+        return experiments.run_small_exhaustive(p.small, p.seeds, p.synthetic.k_ratios,
+                                                p.progress)
+
+
+def run_stochastic(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    p = _params(params)
+    with _threads(p):
+        return experiments.run_stochastic(p.stochastic, p.synthetic, p.seeds, p.progress)
+
+
+def run_zeroth_order(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    p = _params(params)
+    with _threads(p):
+        return experiments.run_zeroth_order(p.zeroth_order, p.seeds, p.progress)
+
+
+def run_real_data(params: dict[str, Any]) -> pd.DataFrame:
+    p = _params(params)
+    with _threads(p):
+        return experiments.run_real_data(p.real_data, p.seeds, p.progress)
+
+
+def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
+                 stoch_results: pd.DataFrame, zo_results: pd.DataFrame,
+                 real_results: pd.DataFrame, params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs."""
+    p = _params(params)
+    for name, frame in (("fo_results", fo_results), ("small_results", small_results),
+                        ("stoch_results", stoch_results), ("zo_results", zo_results),
+                        ("real_results", real_results)):
+        if frame is None or frame.empty:
+            raise ValueError(f"sparse_iht.{name} is empty: the experiment produced no rows")
+    metrics = evaluation.variant_metrics(fo_results, small_results, stoch_results, zo_results,
+                                         p.seeds, real_results)
+    relax = p.stochastic.k_ratio
+    recall_ratio = 1.5 if 1.5 in p.synthetic.k_ratios else p.synthetic.k_ratios[1]
+    derived = evaluation.claim_metrics(metrics, fo_results, small_results, stoch_results,
+                                       zo_results, p.seeds, relax_ratio=relax,
+                                       recall_ratio=recall_ratio,
+                                       szoht_q=p.zeroth_order.szoht_q)
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], derived, run_info,
+                           p.seeds, title="Sparse optimisation with the two-step projection "
+                           "(ICML 2025)", figures=[f"figures/{f}.png" for f in FIGURES])
+    checks = {k: v for k, v in derived.items() if ":" in k or k in ("2sp_methods",)}
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+        "checks": checks,
+        "k_grid": {f"{r:g}": k_of(r, p.synthetic.k_bar) for r in p.synthetic.k_ratios},
+    })
+    if mlflow.active_run() is not None:
+        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
+                     for k, x in m.items()} for v, m in metrics.items()}
+        roles = {v: evaluation.ROLES.get(v, "baseline") for v in means}
+        # metrics that do not apply to a variant are NaN by design (identical names across
+        # variants); core.tracking skips them with one warning each, which would flood the log
+        tracking_log = logging.getLogger("icml25.core.tracking")
+        level = tracking_log.level
+        tracking_log.setLevel(logging.ERROR)
+        try:
+            described = {v: evaluation.DESCRIPTIONS.get(v, {
+                "projection": "H_k (Γ ignored; evaluated at 2SP)",
+                "gradient": f"zeroth order, fixed q = {v.removeprefix('szoht_q')}"})
+                for v in means}
+            log_variants(PIPELINE, means, roles, params_by_variant=described)
+        finally:
+            tracking_log.setLevel(level)
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def make_plots(fo_results: pd.DataFrame, fo_traces: pd.DataFrame, small_results: pd.DataFrame,
+               stoch_traces: pd.DataFrame, zo_traces: pd.DataFrame,
+               real_results: pd.DataFrame) -> dict[str, plt.Figure]:
+    """The trade-off, the objective curves (iterations, IFO, queries) and support recovery."""
+    figures = {
+        "tradeoff": plots.tradeoff_figure(fo_results, small_results),
+        "curves": plots.curves_figure(fo_traces, stoch_traces),
+        "zeroth_order": plots.zeroth_order_figure(zo_traces),
+        "support_recall": plots.support_figure(fo_results),
+        "real_data": plots.real_data_figure(real_results),
+    }
+    return {f"{name}.png": fig for name, fig in figures.items()}
