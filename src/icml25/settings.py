@@ -5,6 +5,8 @@ from kedro.config import OmegaConfigLoader
 from icml25.hooks import HOOKS as PROJECT_HOOKS
 
 HOOKS = PROJECT_HOOKS
+# kedro-mlflow's hook runs as icml25.hooks.MlflowParamsOnceHook (same behaviour, fewer calls)
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow",)
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
