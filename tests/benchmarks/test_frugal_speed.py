@@ -9,12 +9,6 @@
 
 from __future__ import annotations
 
-import resource
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -87,16 +81,5 @@ def test_training_throughput(benchmark, name, threads):
 
 
 @pytest.mark.benchmark(group="default-run")
-def test_default_run_wall_time_and_peak_memory(benchmark, kedro_project):
-    kedro = str(Path(sys.executable).parent / "kedro")
-
-    def run() -> float:
-        start = time.perf_counter()
-        subprocess.run([kedro, "run", "--pipeline=frugal"], cwd=kedro_project, check=True,
-                       capture_output=True)
-        return time.perf_counter() - start
-
-    seconds = benchmark.pedantic(run, rounds=1, iterations=1)
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    benchmark.extra_info.update({"wall_seconds": seconds, "peak_rss_mib": peak_mib})
-    print(f"default frugal run: {seconds:.0f} s, peak RSS {peak_mib:.0f} MiB")
+def test_default_run_wall_time_and_peak_memory(default_run):
+    default_run("frugal")

@@ -1,0 +1,1 @@
+"""frugal: FRUGAL, memory-efficient optimisation by gradient splitting (ICML 2025)."""

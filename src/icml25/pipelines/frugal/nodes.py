@@ -1,0 +1,255 @@
+"""Kedro nodes of the frugal pipeline: thin wrappers around the method modules.
+
+Each node validates ``params:frugal`` into :class:`FrugalParams`, does one step of the spec's
+pipeline sketch and returns plain text, arrays, dicts, tables or figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.frugal import corpus
+from icml25.pipelines.frugal.params import VARIANTS, FrugalParams
+from icml25.pipelines.frugal.pretraining import pretrain
+
+logger = logging.getLogger(__name__)
+PIPELINE = "frugal"
+
+#: Metrics every variant reports (the MLflow compare view lines them up by these names).
+METRICS = (
+    "val_ppl", "val_nll", "state_floats", "state_floats_formula", "state_floats_rho_formula",
+    "state_floats_formula_abs_error", "state_floats_rho_abs_error", "state_bytes",
+    "persistent_memory_bytes", "cuda_peak_memory_bytes", "optimizer_step_ms", "train_step_ms",
+    "update_rank_fraction", "train_seconds",
+)
+
+
+def _params(params: dict[str, Any]) -> FrugalParams:
+    return validate_parameters(FrugalParams, params, PIPELINE)
+
+
+# ------------------------------------------------------------------------------------ data
+def build_corpus(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The offline English corpus (``frugal.data.source``) as one text, plus its provenance."""
+    p = _params(params)
+    d = p.data
+    extra: dict[str, Any] = {}
+    if d.source == "stdlib_docs":
+        docs = corpus.stdlib_docstrings(min_chars=d.min_chars, max_files=d.max_files,
+                                        progress=p.progress)
+        n_docstrings = len(docs)
+        docs += corpus.pydoc_topics()
+        extra["n_docstrings"] = n_docstrings
+    elif d.source == "python_doc_deb":
+        docs = corpus.deb_doc_sources(d.deb_sources)
+        if d.include_stdlib:
+            docs += corpus.stdlib_docstrings(min_chars=d.min_chars, max_files=d.max_files,
+                                             progress=p.progress)
+    else:
+        m = d.markov
+        docs, entropy = corpus.synthetic_markov_docs(m.vocab, m.alpha, m.n_docs, m.doc_len,
+                                                     m.seed)
+        extra["entropy_rate_nats"] = entropy
+        extra["optimal_ppl"] = math.exp(entropy)
+    text = corpus.join_documents(docs)
+    meta = corpus.corpus_meta(text, d.source, len(corpus.split_documents(text)), **extra)
+    logger.info("frugal corpus %s: %d documents, %d chars, sha256 %s (Python %s)", d.source,
+                meta["n_docs"], meta["n_chars"], meta["sha256"][:12], meta["python_version"])
+    return text, meta
+
+
+def split_corpus(text: str, params: dict[str, Any]) -> tuple[str, str]:
+    """Train / validation texts, split by document (``frugal.data.val_frac``)."""
+    p = _params(params)
+    train, val = corpus.train_val_split(corpus.split_documents(text), p.data.val_frac,
+                                        p.data.split_seed)
+    return corpus.join_documents(train), corpus.join_documents(val)
+
+
+def fit_tokenizer(train_text: str, params: dict[str, Any]) -> str:
+    """Byte-level BPE (or the character vocabulary of the Markov corpus) on the train split."""
+    p = _params(params)
+    return corpus.train_tokenizer(corpus.split_documents(train_text), p.tokenizer.vocab,
+                                  p.tokenizer.kind)
+
+
+def tokenize(tokenizer_json: str, train_text: str, val_text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous token streams (``<eos>`` after every document) of both splits."""
+    train = corpus.encode_documents(tokenizer_json, corpus.split_documents(train_text))
+    val = corpus.encode_documents(tokenizer_json, corpus.split_documents(val_text))
+    logger.info("frugal tokens: %d train, %d validation (vocab %d)", len(train), len(val),
+                corpus.vocab_size_of(tokenizer_json))
+    return train, val
+
+
+# -------------------------------------------------------------------------------- training
+def pretrain_variant(train_ids: np.ndarray, val_ids: np.ndarray, tokenizer_json: str,
+                     params: dict[str, Any], variant: str) -> tuple[dict[str, Any], dict]:
+    """Pre-train the model with one optimiser configuration once per seed.
+
+    Returns the measurements ``{variant, seeds, runs: [record per seed]}`` and the trained
+    models ``{seed_<s>: {state_dict, metadata}}``.
+    """
+    p = _params(params)
+    cfg = p.optimizers[variant]
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    vocab = corpus.vocab_size_of(tokenizer_json)
+    runs, models = [], {}
+    for seed in p.seeds_of(variant):
+        seed_everything(seed)
+        model, record = pretrain(train_ids, val_ids, vocab, p.model, p.train, cfg, seed, device,
+                                 progress=p.progress, desc=f"{variant} seed {seed}")
+        logger.info("frugal %s seed %d: val ppl %.3f, state floats %d, %.1f s", variant, seed,
+                    record["val_ppl"], record["state_floats"], record["train_seconds"])
+        runs.append({"seed": seed, **record})
+        models[f"seed_{seed}"] = {
+            "state_dict": model.state_dict(),
+            "metadata": {"variant": variant, "seed": seed, "model_config":
+                         model.config.to_dict(), "optimizer": cfg.model_dump(),
+                         "val_ppl": record["val_ppl"]},
+        }
+    return {"variant": variant, "role": cfg.role, "optimizer": cfg.model_dump(),
+            "runs": runs}, models
+
+
+# ------------------------------------------------------------------------------ evaluation
+def _per_seed_metrics(results: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    metrics: dict[str, dict[str, list[float]]] = {}
+    for res in results:
+        metrics[res["variant"]] = {
+            m: [math.nan if r[m] is None else float(r[m]) for r in res["runs"]] for m in METRICS}
+    # perplexity relative to full AdamW's seed mean (the paper: FRUGAL "close to" AdamW)
+    reference = metrics.get("adamw", {}).get("val_ppl")
+    ref = float(np.mean(reference)) if reference else math.nan
+    for values in metrics.values():
+        values["val_ppl_over_adamw"] = [v / ref for v in values["val_ppl"]]
+    return metrics
+
+
+def results_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per variant: seed means (and std) of the headline metrics."""
+    rows = []
+    for res in results:
+        runs = res["runs"]
+        ppl = np.array([r["val_ppl"] for r in runs], dtype=float)
+        opt = res["optimizer"]
+        rows.append({
+            "variant": res["variant"], "role": res["role"], "kind": opt["kind"],
+            "projector": opt["projector"] if opt["kind"] in ("frugal", "galore") else "",
+            "density": opt["density"] if opt["kind"] in ("frugal", "galore", "badam") else 1.0,
+            "lr": opt["lr"],
+            "proj_lr": opt["lr"] * opt["proj_lr_scale"] if opt["kind"] in ("frugal", "galore")
+            else opt["lr"],
+            "n_seeds": len(runs),
+            "val_ppl_mean": float(ppl.mean()),
+            "val_ppl_std": float(ppl.std(ddof=1)) if len(ppl) > 1 else 0.0,
+            "state_floats": float(np.mean([r["state_floats"] for r in runs])),
+            "state_MB": float(np.mean([r["state_bytes"] for r in runs])) / 2**20,
+            "optimizer_step_ms": float(np.median([r["optimizer_step_ms"] for r in runs])),
+            "train_step_ms": float(np.median([r["train_step_ms"] for r in runs])),
+            "update_rank_fraction": float(np.nanmean([r["update_rank_fraction"]
+                                                      if r["update_rank_fraction"] is not None
+                                                      else math.nan for r in runs])),
+        })
+    return pd.DataFrame(rows)
+
+
+def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[str, Any],
+            *results: dict[str, Any]) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
+    """metrics.json, claims.json, the results table and figures; MLflow child runs."""
+    p = _params(params)
+    results = list(results)
+    metrics = _per_seed_metrics(results)
+    table = results_table(results)
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+                           p.seeds, title="FRUGAL (ICML 2025)",
+                           figures=["figures/val_ppl_curves.png",
+                                    "figures/ppl_vs_state_memory.png"])
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+        "corpus": corpus_meta,
+        "curves": {res["variant"]: {str(r["seed"]): r["curve"] for r in res["runs"]}
+                   for res in results},
+        "lr": {res["variant"]: res["optimizer"]["lr"] for res in results},
+    })
+    figures = _figures(results, table)
+    if mlflow.active_run() is not None:
+        means = {v: {k: float(np.nanmean(x)) if not all(math.isnan(y) for y in x) else math.nan
+                     for k, x in m.items()} for v, m in metrics.items()}
+        roles = {res["variant"]: res["role"] for res in results}
+        run_params = {res["variant"]: res["optimizer"] for res in results}
+        run_ids = log_variants(PIPELINE, means, roles, params_by_variant=run_params)
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        _log_curves(results, run_ids)
+    return report, claims, table, figures
+
+
+def _log_curves(results: list[dict[str, Any]], run_ids: dict[str, str]) -> None:
+    """Training curves into each variant's child run, one series per seed
+    (``curve/val_ppl/seed_<s>``, ``curve/train_loss/seed_<s>`` by step), in one batch each."""
+    from mlflow.entities import Metric
+
+    client = mlflow.MlflowClient()
+    now = int(time.time() * 1000)
+    for res in results:
+        batch = []
+        for run in res["runs"]:
+            for point in run["curve"]:
+                for key in ("val_ppl", "train_loss"):
+                    value = point[key]
+                    if value is not None and math.isfinite(value):
+                        batch.append(Metric(f"curve/{key}/seed_{run['seed']}", float(value),
+                                            now, int(point["step"])))
+        for start in range(0, len(batch), 1000):  # MLflow's batch limit
+            client.log_batch(run_ids[res["variant"]], metrics=batch[start:start + 1000])
+
+
+def _figures(results: list[dict[str, Any]], table: pd.DataFrame) -> dict[str, Any]:
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for res in results:
+        curves = [[pt["val_ppl"] for pt in r["curve"] if pt["val_ppl"] is not None
+                   and not math.isnan(pt["val_ppl"])] for r in res["runs"]]
+        steps = [pt["step"] for pt in res["runs"][0]["curve"]
+                 if pt["val_ppl"] is not None and not math.isnan(pt["val_ppl"])]
+        n = min(len(c) for c in curves)
+        if n == 0:
+            continue
+        mean = np.mean([c[:n] for c in curves], axis=0)
+        ax.plot(steps[:n], mean, marker="o", ms=3, label=res["variant"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation perplexity (seed mean)")
+    ax.set_yscale("log")
+    ax.set_title("frugal — validation perplexity")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+
+    fig2, ax2 = plt.subplots(figsize=(6.4, 4.0))
+    for _, row in table.iterrows():
+        ax2.errorbar(row["state_floats"], row["val_ppl_mean"], yerr=row["val_ppl_std"],
+                     fmt="o", capsize=3)
+        ax2.annotate(row["variant"], (row["state_floats"], row["val_ppl_mean"]), fontsize=7,
+                     xytext=(4, 4), textcoords="offset points")
+    ax2.set_xlabel("optimiser state (floats, counted)")
+    ax2.set_ylabel("final validation perplexity")
+    ax2.set_title("frugal — perplexity vs optimiser memory")
+    fig2.tight_layout()
+    return {"val_ppl_curves.png": fig, "ppl_vs_state_memory.png": fig2}
+
+
+__all__ = ["VARIANTS", "build_corpus", "compare", "fit_tokenizer", "pretrain_variant",
+           "split_corpus", "tokenize"]

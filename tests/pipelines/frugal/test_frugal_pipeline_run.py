@@ -1,0 +1,78 @@
+"""End to end: `kedro run --pipeline=frugal --env=test` through a real KedroSession."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mlflow
+import pytest
+
+from icml25.core.params import ParameterError
+from icml25.pipelines.frugal.nodes import METRICS
+from icml25.pipelines.frugal.params import VARIANTS
+
+
+def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+    run_pipeline("frugal", env="test")
+    out = kedro_project / "data/08_reporting/frugal"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == set(VARIANTS)
+    for variant in VARIANTS:
+        values = metrics["metrics"][variant]
+        assert set(METRICS) | {"val_ppl_over_adamw"} <= set(values)
+        assert math.isfinite(values["val_ppl"]) and values["val_ppl"] > 1
+        assert values["state_floats_formula_abs_error"] == 0, variant
+    assert len(metrics["per_seed"]["adamw"]["val_ppl"]) == 2  # test seeds [0, 1]
+    assert len(metrics["per_seed"]["signsgd"]["val_ppl"]) == 1  # its own seeds
+    assert metrics["metrics"]["signsgd"]["state_floats"] == 0
+    assert metrics["corpus"]["source"] == "stdlib_docs" and len(metrics["corpus"]["sha256"]) == 64
+    assert metrics["curves"]["frugal_block_025"]["0"]
+
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["pipeline"] == "frugal" and claims["run"]["env"] == "test"
+    assert claims["n_claims"] == len(claims["claims"]) >= 10
+    for claim in claims["claims"]:
+        assert isinstance(claim["holds"], bool)
+        if claim["baseline"] in metrics["metrics"]:
+            assert claim["baseline_value"] == pytest.approx(
+                metrics["metrics"][claim["baseline"]][claim["metric"]])
+        assert claim["method_value"] == pytest.approx(
+            metrics["metrics"][claim["method"]][claim["metric"]])
+    exact = next(c for c in claims["claims"] if c["metric"] == "state_floats_rho_abs_error")
+    assert exact["holds"]  # 4 layers x 7 tensors, rho 0.25: the blocks align with one layer
+    assert {p.name for p in (out / "figures").iterdir()} == {"val_ppl_curves.png",
+                                                             "ppl_vs_state_memory.png"}
+    assert (out / "results_table.csv").read_text().count("\n") == len(VARIANTS) + 1
+    models = kedro_project / "data/07_model_output/frugal/models/frugal_block_025"
+    assert sorted(p.name for p in models.iterdir()) == ["seed_0.safetensors",
+                                                        "seed_1.safetensors"]
+
+    mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["frugal"], output_format="list")
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parent) == 1 and {r.info.status for r in runs} == {"FINISHED"}
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    for variant in VARIANTS:
+        assert "val_ppl" in children[variant].data.metrics
+        assert children[variant].data.params["kind"]
+    assert children["frugal_block_025"].data.tags["icml25.role"] == "method"
+    assert children["galore_025"].data.tags["icml25.role"] == "baseline"
+    curve = mlflow.MlflowClient().get_metric_history(
+        children["frugal_block_025"].info.run_id, "curve/val_ppl/seed_1")
+    assert [m.step for m in curve] == [6, 12]  # conf/test: eval every 6 of 12 steps
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"optimizers": {"frugal_block_025": {"density": 1.5}}},
+     r"frugal\.optimizers\.frugal_block_025\.density: got 1\.5"),
+    ({"optimizers": {"galore_025": {"update_gap": 0}}},
+     r"frugal\.optimizers\.galore_025\.update_gap: got 0"),
+    ({"optimizers": {"frugal_svd_025": {"proj_logits": True}}},
+     r"frugal\.optimizers\.frugal_svd_025: .*need projector: block"),
+    ({"model": {"d": 15}}, r"frugal\.model: .*divisible"),
+])
+def test_bad_parameters_stop_before_any_work(kedro_project, run_pipeline, override, message):
+    with pytest.raises(ParameterError, match=message):
+        run_pipeline("frugal", env="test", params={"frugal": override})
+    assert not any((kedro_project / "data/01_raw").iterdir())
