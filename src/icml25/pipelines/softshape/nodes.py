@@ -1,0 +1,207 @@
+"""Kedro nodes of the softshape pipeline: thin wrappers around the room's plain modules.
+
+Each node validates ``params:softshape`` into :class:`SoftshapeParams`, does one step of the
+spec's pipeline sketch and returns plain data (dicts of arrays, tables, state dicts).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import resolve_device, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.pipelines.softshape.classifiers import TrainSettings
+from icml25.pipelines.softshape.evaluation import summarise, variant_metrics
+from icml25.pipelines.softshape.experiment import (
+    prepare_dataset,
+    run_aeon,
+    run_fcn,
+    run_softshape_variant,
+)
+from icml25.pipelines.softshape.model import shape_size_and_stride
+from icml25.pipelines.softshape.params import SoftshapeParams
+from icml25.pipelines.softshape.plots import accuracy_figure, expert_load_figure, score_figure
+from icml25.pipelines.softshape.ucr_data import LabelledSeries, load_ucr, make_cbf
+
+logger = logging.getLogger(__name__)
+PIPELINE = "softshape"
+
+
+def _params(params: dict[str, Any]) -> SoftshapeParams:
+    return validate_parameters(SoftshapeParams, params, PIPELINE)
+
+
+def _settings(p: SoftshapeParams, epochs: int | None = None, patience: int | None = None,
+              warm_up: int | None = None, batch_mode: str | None = None) -> TrainSettings:
+    t = p.train
+    return TrainSettings(
+        epochs=epochs or t.epochs, warm_up=t.warm_up if warm_up is None else warm_up,
+        lr=t.lr, weight_decay=t.weight_decay, batch_mode=batch_mode or t.batch_mode,
+        large_batch=t.large_batch, patience=patience or t.patience,
+        moe_loss_rate=p.model.moe_loss_rate, device=str(resolve_device(p.device)))
+
+
+def _model_kwargs(p: SoftshapeParams) -> dict[str, Any]:
+    m = p.model
+    return {"emb_dim": m.emb_dim, "depth": m.depth, "sparse_rate": m.sparse_rate,
+            "dropout": m.dropout, "router_init": m.router_init,
+            "inception_filters": m.emb_dim // 4}
+
+
+# ------------------------------------------------------------------------------------ data
+def load_ucr_sets(params: dict[str, Any]) -> dict[str, LabelledSeries]:
+    """The shipped UCR sets (original train/test merged, split flag kept); nothing downloaded."""
+    p = _params(params)
+    out = {}
+    for name in p.datasets:
+        out[name] = load_ucr(name)
+        d = out[name]
+        logger.info("softshape data: %s n=%d T=%d K=%d (%d original test)%s", name, len(d.y),
+                    d.X.shape[1], d.n_classes, int(d.original_test.sum()),
+                    " variable length, NaN-padded" if d.variable_length else "")
+    return out
+
+
+def generate_cbf(params: dict[str, Any]) -> LabelledSeries | None:
+    """The synthetic CBF set with its true event windows (``None`` when ``use_cbf`` is off)."""
+    p = _params(params)
+    if not p.use_cbf:
+        return None
+    c = p.cbf
+    return make_cbf(c.n, c.length, np.random.default_rng(c.seed), c.test_fraction)
+
+
+def prepare_folds(raw: dict[str, LabelledSeries], cbf: LabelledSeries | None,
+                  params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Folds (same for every method), NaN fill with training means, per-series z-norm, (m, q)."""
+    p = _params(params)
+    sets = {**raw, **({"CBF": cbf} if cbf is not None else {})}
+    prepared = {}
+    for name, data in sets.items():
+        shape = p.model.shape_sizes.get(name, p.model.default_shape_size)
+        m, q = shape_size_and_stride(data.X.shape[1], shape, p.model.stride)
+        prepared[name] = prepare_dataset(data, p.protocol.split, p.protocol.n_folds,
+                                         p.protocol.folds_to_run, p.protocol.seed, m, q)
+        f = prepared[name][0]
+        logger.info("softshape folds: %s train/val/test %d/%d/%d, m=%d q=%d", name,
+                    len(f["train"]), len(f["val"]), len(f["test"]), m, q)
+    return prepared
+
+
+# ---------------------------------------------------------------------------------- models
+def train_softshape(prepared: dict[str, list[dict[str, Any]]], params: dict[str, Any],
+                    ) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Any]]:
+    """SoftShape on every data set, fold and seed: models, result rows, test shape scores."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    rows, models, maps = run_softshape_variant(
+        prepared, "softshape", p.all_datasets, p.seeds, _model_kwargs(p), _settings(p),
+        progress=p.progress, keep_models=True)
+    for r in rows:
+        logger.info("softshape %s seed %d: acc %.3f (last epoch %.3f), %.1fs, expert load %s",
+                    r["dataset"], r["seed"], r["accuracy"], r["accuracy_last_epoch"],
+                    r["train_seconds"], r["expert_load"])
+    return models, pd.DataFrame(rows), maps
+
+
+def train_ablations(prepared: dict[str, list[dict[str, Any]]],
+                    params: dict[str, Any]) -> pd.DataFrame:
+    """The configured ablations on their data sets (same code path, flags only)."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    rows = []
+    seeds = p.ablations.seeds or p.seeds
+    for variant in p.ablations.variants:
+        out, _, _ = run_softshape_variant(prepared, variant, p.ablations.datasets, seeds,
+                                          _model_kwargs(p), _settings(p), progress=p.progress)
+        rows += out
+    columns = ["variant", "dataset", "fold", "seed", "accuracy"]
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+
+
+def run_baselines(prepared: dict[str, list[dict[str, Any]]],
+                  params: dict[str, Any]) -> pd.DataFrame:
+    """MiniRocket, Rocket and 1-NN DTW from aeon, and the FCN, on the same folds."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    rows = []
+    for name in p.baselines.models:
+        if name == "fcn":
+            f = p.baselines.fcn
+            settings = _settings(p, epochs=f.epochs, patience=f.patience, warm_up=0,
+                                 batch_mode=f.batch_mode)
+            rows += run_fcn(prepared, p.all_datasets, f.seeds or p.seeds, settings, p.progress)
+        else:
+            rows += run_aeon(prepared, name, p.all_datasets, p.seeds, p.baselines.n_jobs,
+                             p.progress)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- evaluation
+def evaluate(method: pd.DataFrame, ablations: pd.DataFrame, baselines: pd.DataFrame,
+             params: dict[str, Any], run_info: dict[str, Any],
+             ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    """Per-data-set table, ``metrics.json`` and ``claims.json`` from the run's own results;
+    each variant as an MLflow child run with the same metric names; expert load logged."""
+    p = _params(params)
+    results = pd.concat([t for t in (method, ablations, baselines) if len(t)],
+                        ignore_index=True)
+    metrics = variant_metrics(results, p.all_datasets, p.ablations.datasets, p.seeds)
+    summary = summarise(results, p.all_datasets)
+    claims = claims_report(
+        PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info, p.seeds,
+        title="SoftShape: soft sparse shapes for time-series classification (ICML 2025)",
+        figures=["figures/accuracy.png", "figures/scores_CBF.png", "figures/expert_load.png"])
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=summary)
+    if mlflow.active_run() is not None:
+        roles = {v: ("method" if v == "softshape" else
+                     "ablation" if v in p.ablations.variants else "baseline") for v in metrics}
+        means = {v: {k: _nanmean(x) for k, x in m.items()} for v, m in metrics.items()}
+        cfg = {"softshape": {**p.model.model_dump(), **p.train.model_dump()}}
+        cfg |= {v: {"ablation": v, **p.model.model_dump()} for v in p.ablations.variants}
+        cfg |= {v: {"library": "aeon 1.6", "model": v} for v in p.baselines.models if v != "fcn"}
+        cfg |= {"fcn": p.baselines.fcn.model_dump()}
+        log_variants(PIPELINE, means, roles, params_by_variant=cfg)
+        with variant_run("softshape", run_name="softshape/expert load", role="method",
+                         pipeline=PIPELINE, params={"router_init": p.model.router_init}):
+            for name, load in summary["expert_load"].items():
+                shares = np.asarray(load["mean_share"], dtype=float)
+                log_metrics({f"expert_share/{name}/e{e}": s for e, s in enumerate(shares)})
+                log_metrics({f"expert_max_share/{name}": float(shares.max())})
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return summary_table(results), report, claims
+
+
+def _nanmean(values: Any) -> float:
+    """Mean of the finite entries; NaN (not a warning) when a variant did not run there."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else float("nan")
+
+
+def summary_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Data set x variant accuracy (mean over folds and seeds), the CSV report."""
+    table = results.groupby(["dataset", "variant"])["accuracy"].agg(["mean", "std", "count"])
+    return table.reset_index()
+
+
+def plot_figures(score_maps: dict[str, Any],
+                 prepared: dict[str, list[dict[str, Any]]], metrics: dict[str, Any],
+                 params: dict[str, Any]) -> dict[str, Any]:
+    """Accuracy bars, the expert load, and the learned shape scores over test series (the
+    paper's interpretability figure; CBF with the true event window shaded)."""
+    p = _params(params)
+    figures = {"accuracy.png": accuracy_figure(metrics),
+               "expert_load.png": expert_load_figure(metrics)}
+    for name in p.plot_datasets:
+        if name in score_maps:
+            ds = prepared[name][0]
+            figures[f"scores_{name}.png"] = score_figure(ds, score_maps[name])
+    return figures
