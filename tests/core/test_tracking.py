@@ -50,10 +50,13 @@ def test_missing_role_is_an_error(mlflow_tmp):
 
 def test_variant_run_ids_finds_only_variant_runs_of_the_active_parent(mlflow_tmp):
     mlflow.set_experiment("demo")
-    assert variant_run_ids() == {}
+    assert variant_run_ids("demo") == {}
     with mlflow.start_run(run_name="parent"):
         ids = log_variants("demo", {"a": {"x": 1.0}, "b": {"x": 2.0}},
                            roles={"a": "method", "b": "baseline"})
         with variant_run("a", run_name="a/training/seed 0", role="method", pipeline="demo"):
             pass
-        assert variant_run_ids() == ids
+        # another paper's variants under the same parent (kedro run of every pipeline)
+        log_variants("other", {"c": {"y": 1.0}}, roles={"c": "method"})
+        assert variant_run_ids("demo") == ids
+        assert set(variant_run_ids("other")) == {"c"}

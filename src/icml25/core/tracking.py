@@ -113,8 +113,10 @@ def log_variants(
     return run_ids
 
 
-def variant_run_ids() -> dict[str, str]:
-    """``{variant: run id}`` of the variant runs (named after their variant) under the active run."""
+def variant_run_ids(pipeline: str) -> dict[str, str]:
+    """``{variant: run id}`` of ``pipeline``'s variant runs (named after their variant) under the
+    active run. The pipeline matters: in ``kedro run`` without ``--pipeline`` every paper's
+    variant runs share one parent."""
     active = mlflow.active_run()
     if active is None:
         return {}
@@ -124,4 +126,5 @@ def variant_run_ids() -> dict[str, str]:
         output_format="list",
     )
     return {r.info.run_name: r.info.run_id for r in runs
-            if r.data.tags.get("icml25.variant") == r.info.run_name}
+            if r.data.tags.get("icml25.variant") == r.info.run_name
+            and r.data.tags.get("icml25.pipeline") == pipeline}

@@ -346,7 +346,7 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dic
         fig.tight_layout()
         figures[f"{name}.png"] = fig
     if mlflow.active_run() is not None and plotted:
-        for variant, run_id in variant_run_ids().items():
+        for variant, run_id in variant_run_ids(PIPELINE).items():
             fig, axes = plt.subplots(1, len(plotted), figsize=(3.6 * len(plotted), 3.0),
                                      squeeze=False)
             for ax, name in zip(axes[0], plotted, strict=True):
