@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icml25.pipelines.frugal.model import LlamaConfig, LlamaLM
+from icml25.core.causal_lm import LlamaConfig, LlamaLM
 from icml25.pipelines.frugal.params import OptimizerParams
 from icml25.pipelines.frugal.pretraining import build_optimizer
 

@@ -9,8 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from icml25.pipelines.frugal import corpus
-from icml25.pipelines.frugal.model import (
+from icml25.core.causal_lm import (
     LlamaConfig,
     LlamaLM,
     apply_rotary,
@@ -18,6 +17,7 @@ from icml25.pipelines.frugal.model import (
     perplexity,
     rotary_tables,
 )
+from icml25.pipelines.frugal import corpus
 from icml25.pipelines.frugal.optimizers import split_parameters
 from icml25.pipelines.frugal.params import ModelParams, OptimizerParams, TrainParams
 from icml25.pipelines.frugal.pretraining import (

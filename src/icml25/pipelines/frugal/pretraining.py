@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml25.core.causal_lm import LlamaConfig, LlamaLM, mean_token_nll, perplexity
 from icml25.core.training import TrainLoopConfig, train
-from icml25.pipelines.frugal.model import LlamaConfig, LlamaLM, mean_token_nll, perplexity
 from icml25.pipelines.frugal.optimizers import (
     BlockAdam,
     Frugal,

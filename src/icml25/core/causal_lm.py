@@ -1,10 +1,11 @@
-"""A small LLaMA-style causal language model (RMSNorm, rotary positions, SwiGLU, untied head).
+"""A LLaMA-style causal language model (RMSNorm, rotary positions, SwiGLU, untied head).
 
-The architecture of the LLaMA configurations used by GaLore and FRUGAL (spec ``frugal.md``,
-"Data"): pre-norm decoder blocks ``x + Attn(RMSNorm(x))`` and ``x + SwiGLU(RMSNorm(x))`` with
-bias-free linear layers, rotary position embeddings on queries and keys (Su et al., RoFormer,
-rotate-half form as in LLaMA), a final RMSNorm and an untied output (logits) layer. Nothing here
-depends on the optimiser or on Kedro, so other pipelines can reuse it as is.
+The LLaMA architecture (Touvron et al., 2023) at any size, as the papers that pretrain or finetune
+small causal LMs use it (frugal pretrains it with each optimiser; the GaLore/FRUGAL LLaMA
+configurations are instances): pre-norm decoder blocks ``x + Attn(RMSNorm(x))`` and
+``x + SwiGLU(RMSNorm(x))`` with bias-free linear layers, rotary position embeddings on queries and
+keys (Su et al., RoFormer, rotate-half form as in LLaMA), a final RMSNorm and an untied output
+(logits) layer. Nothing here depends on a paper, an optimiser or Kedro.
 """
 
 from __future__ import annotations
