@@ -16,6 +16,19 @@ DATA_LAYERS = (
 )
 
 
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """torch on one thread for a test module, restored afterwards: the tiny models of the tests
+    are fastest on one thread (two on a shared 2-core machine are ~10x slower). Use it with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture
 def kedro_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A copy of conf/ and pyproject.toml in a temp folder, made the working directory.

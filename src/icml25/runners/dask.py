@@ -182,9 +182,10 @@ class DaskRunner(AbstractRunner):
                     self._logger.info("Completed node: %s", node.name)
                     bar.update(1)
             # in-memory results nobody consumed are the pipeline's outputs: hand them back
+            outputs = pipeline.outputs()
             for future in futures.values():
                 for name, value in future.result().items():
-                    if name in pipeline.outputs():
+                    if name in outputs:
                         catalog.save(name, value)
         finally:
             client.close()

@@ -29,7 +29,7 @@ from icml25.pipelines.frugal.pretraining import (
     validation_windows,
 )
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _tiny(vocab: int = 32) -> LlamaLM:

@@ -24,7 +24,7 @@ from icml25.pipelines.frugal.projectors import (
     project_back,
 )
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Toy(nn.Module):

@@ -17,7 +17,7 @@ from icml25.pipelines.frugal.params import FrugalParams, ModelParams, OptimizerP
 from icml25.pipelines.frugal.pretraining import pretrain
 
 ROOT = Path(__file__).resolve().parents[3]
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _conf(env: str) -> dict:

@@ -127,8 +127,8 @@ def test_robust_target_uses_the_batch_minimum():
     torch.testing.assert_close(robust_target(q_next, r, 0.9, 0.0), r + 0.9 * v)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_tiny_robust_dqn_trains_and_is_evaluated_on_the_grid():
-    torch.set_num_threads(1)
     cfg = DQNConfig(steps=200, gamma=0.99, radius=0.1, hidden=(16, 16), buffer=200, batch=16,
                     target_update=50, learning_starts=50)
     net, history = train_dqn(cfg, seed=0, device=torch.device("cpu"), progress=False)

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from icml25.pipelines.sgd_hitting.critical_points import find_critical_points
 from icml25.pipelines.sgd_hitting.landscapes import (
@@ -22,13 +21,7 @@ from icml25.pipelines.sgd_hitting.transition_costs import (
     quasi_potential_1d,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _points(landscape):

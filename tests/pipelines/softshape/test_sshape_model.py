@@ -28,13 +28,7 @@ from icml25.pipelines.softshape.model import (
 )
 from icml25.pipelines.softshape.ucr_data import fill_and_normalise, make_cbf
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize(("T", "m", "q", "M"), [(150, 32, 4, 30), (24, 4, 4, 6)])
