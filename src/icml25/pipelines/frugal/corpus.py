@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from icml25.core.mdp import stationary_distribution
+
 DOC_SEPARATOR = "\n\x1e\n"
 EOS = "<eos>"
 SKIP_DIRS = ("site-packages", "idlelib", "lib2to3", "__pycache__")
@@ -102,13 +104,6 @@ def deb_doc_sources(root: Path | str = DEFAULT_DEB_SOURCES) -> list[str]:
 def markov_chain(vocab: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
     """A random transition matrix with Dirichlet(alpha) rows."""
     return rng.dirichlet(np.full(vocab, alpha), size=vocab)
-
-
-def stationary_distribution(transition: np.ndarray) -> np.ndarray:
-    """``π`` with ``π P = π`` (left eigenvector of eigenvalue 1, normalised)."""
-    values, vectors = np.linalg.eig(transition.T)
-    pi = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
-    return pi / pi.sum()
 
 
 def entropy_rate(transition: np.ndarray) -> float:

@@ -7,9 +7,9 @@ stop the run before any work, naming the full key.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
@@ -45,7 +45,26 @@ class SettingParams(ParamsModel):
         return self.scale < 1
 
 
-class SyntheticParams(ParamsModel):
+def _unique_names(settings: list[SettingParams]) -> list[SettingParams]:
+    names = [s.name for s in settings]
+    if len(set(names)) != len(names):
+        raise ValueError(f"setting names must be distinct, got {names}")
+    return settings
+
+
+# a list (not a mapping) so that an environment's override replaces it instead of merging
+Settings = Annotated[list[SettingParams], Field(min_length=1), AfterValidator(_unique_names)]
+
+
+class _WithSettings(ParamsModel):
+    """A block of constraint settings with distinct names, also looked up by name."""
+
+    @property
+    def named(self) -> dict[str, SettingParams]:
+        return {s.name: s for s in self.settings}
+
+
+class SyntheticParams(_WithSettings):
     n: int = Field(gt=0)
     d: int = Field(gt=0)
     k_bar: int = Field(gt=0)
@@ -56,17 +75,7 @@ class SyntheticParams(ParamsModel):
     dense_iterations: int = Field(gt=0)
     lasso_alphas: int = Field(default=300, ge=10)
     trace_ratio: float = 2.0
-    # a list (not a mapping) so that an environment's override replaces it instead of merging
-    settings: list[SettingParams] = Field(min_length=1)
-
-    @field_validator("settings")
-    @classmethod
-    def _unique(cls, settings: list[SettingParams]) -> list[SettingParams]:
-        return _unique_names(settings)
-
-    @property
-    def named(self) -> dict[str, SettingParams]:
-        return {s.name: s for s in self.settings}
+    settings: Settings
 
     @field_validator("k_ratios")
     @classmethod
@@ -93,19 +102,12 @@ class SyntheticParams(ParamsModel):
         return [k_of(r, self.k_bar) for r in self.k_ratios]
 
 
-def _unique_names(settings: list[SettingParams]) -> list[SettingParams]:
-    names = [s.name for s in settings]
-    if len(set(names)) != len(names):
-        raise ValueError(f"setting names must be distinct, got {names}")
-    return settings
-
-
 def k_of(ratio: float, k_bar: int) -> int:
     """``k = round(ratio · k̄)`` (half up)."""
     return int(ratio * k_bar + 0.5)
 
 
-class SmallParams(ParamsModel):
+class SmallParams(_WithSettings):
     """Small instances where the best k̄-sparse feasible point is found by exhaustive search."""
 
     n: int = Field(gt=0)
@@ -114,16 +116,7 @@ class SmallParams(ParamsModel):
     rho: float = Field(ge=0, lt=1)
     sigma: float = Field(ge=0)
     iterations: int = Field(gt=0)
-    settings: list[SettingParams] = Field(min_length=1)
-
-    @field_validator("settings")
-    @classmethod
-    def _unique(cls, settings: list[SettingParams]) -> list[SettingParams]:
-        return _unique_names(settings)
-
-    @property
-    def named(self) -> dict[str, SettingParams]:
-        return {s.name: s for s in self.settings}
+    settings: Settings
 
     @model_validator(mode="after")
     def _sizes(self) -> SmallParams:
