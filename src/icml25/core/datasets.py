@@ -8,6 +8,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset
 from kedro_datasets.json import JSONDataset
+from kedro_datasets.partitions import PartitionedDataset
 
 
 class OptionalJSONDataset(JSONDataset):
@@ -21,6 +22,20 @@ class OptionalJSONDataset(JSONDataset):
     def load(self) -> Any:
         if not self._exists():
             return None
+        return super().load()
+
+
+class OptionalPartitionedDataset(PartitionedDataset):
+    """A partitioned folder that may hold no partition: loading it then gives ``{}``.
+
+    A seed shard with no seed to train (see :mod:`icml25.core.sweep`) saves ``{}``; with
+    ``overwrite: true`` that clears the folder, and the next node loads an empty dict instead of
+    kedro-datasets' "No partitions found" error.
+    """
+
+    def load(self) -> dict[str, Any]:
+        if not self._list_partitions():
+            return {}
         return super().load()
 
 

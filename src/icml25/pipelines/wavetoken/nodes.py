@@ -21,6 +21,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.datasets import TorchModelDataset
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run, variant_run_ids
 from icml25.pipelines.wavetoken import metrics as fm
 from icml25.pipelines.wavetoken.evaluation import (
@@ -145,9 +146,15 @@ def build_training_corpus(
 
 
 # -------------------------------------------------------------------------------- models
-def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str) -> dict[str, Any]:
-    """Pretrain one tokenizer variant once per seed; returns ``{seed_<s>: state dict + meta}``."""
+def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str, shard: int = 0,
+                  n_shards: int = 1) -> dict[str, Any]:
+    """Pretrain one tokenizer variant once per seed of shard ``shard`` of ``n_shards``
+    (:func:`icml25.core.sweep.shard_seeds`); returns ``{seed_<s>: state dict + meta}``, empty
+    when the shard has no seed."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds_of(variant), shard, n_shards)
+    if not seeds:
+        return {}
     tok_params = p.variants[variant]
     set_threads(p.num_threads)
     device = resolve_device(p.device)
@@ -156,7 +163,7 @@ def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str) ->
     tokenizer = build_tokenizer(tok_params, p.context_length)
     config = model_config(p.model, tokenizer.vocab_size, p.context_length, p.prediction_length)
     models = {}
-    for seed in p.seeds_of(variant):
+    for seed in seeds:
         seed_everything(seed)
         key = run_key({"variant": tok_params.model_dump(), "model": p.model.model_dump(),
                        "train": p.train.model_dump(), "seed": seed, "C": p.context_length,
@@ -211,6 +218,12 @@ def forecast_variant(
                                              p.quantile_levels))
             bar.update()
     bar.close()
+    if not frames:  # a seed shard with no seed
+        return pd.DataFrame({"variant": pd.Series(dtype=object), "seed": pd.Series(dtype="int64"),
+                             "dataset": pd.Series(dtype=object),
+                             "series": pd.Series(dtype="int64"),
+                             "quantile": pd.Series(dtype="float64"),
+                             "step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float32")})
     return pd.concat(frames, ignore_index=True)
 
 

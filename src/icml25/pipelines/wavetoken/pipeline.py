@@ -1,8 +1,10 @@
 """Wiring of the wavetoken pipeline (spec ``wavetoken.md``, "Kedro pipeline sketch").
 
 data -> evaluation sets and training corpus -> one train + forecast node pair per tokenizer
-variant (namespace ``wavetoken.<variant>``) and the statistical baselines -> scores -> metrics,
-claims and figures. Seeds loop inside the train/forecast nodes; variants are separate nodes.
+variant and seed shard (namespace ``wavetoken.<variant>.shard_<k>``, shard ``k`` of ``n`` trains
+``seeds[k::n]``, see :mod:`icml25.core.sweep`) and the statistical baselines -> scores ->
+metrics, claims and figures. Variants and seeds are separate nodes, so a parallel runner spreads
+them over its workers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.wavetoken import nodes
 from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
 
@@ -18,19 +21,17 @@ PARAMETERS = WavetokenParams
 P = "params:wavetoken"
 
 
-def _for_variant(func, variant: str):
-    bound = partial(func, variant=variant)
-    return update_wrapper(bound, func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
-def _variant_nodes(variant: str) -> list:
-    ns = f"wavetoken.{variant}"
+def _shard_nodes(variant: str, shard: int, n_shards: int) -> list:
+    ns = f"wavetoken.{variant}.shard_{shard}"
     return [
-        node(_for_variant(nodes.train_variant, variant),
+        node(_bind(nodes.train_variant, variant=variant, shard=shard, n_shards=n_shards),
              inputs=["wavetoken.training_corpus", P], outputs=f"{ns}.models",
-             name="train", namespace=ns,
-             tags=["training"]),
-        node(_for_variant(nodes.forecast_variant, variant),
+             name="train", namespace=ns, tags=["training"]),
+        node(_bind(nodes.forecast_variant, variant=variant),
              inputs=[f"{ns}.models", "wavetoken.evaluation_sets", P],
              outputs=f"{ns}.forecasts", name="forecast", namespace=ns),
     ]
@@ -51,8 +52,11 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.build_training_corpus, ["wavetoken.real_series", "wavetoken.kernelsynth", P],
              "wavetoken.training_corpus", name="build_training_corpus", namespace=ns),
     ]
-    variants = [n for v in VARIANTS for n in _variant_nodes(v)]
-    forecasts = [f"wavetoken.{v}.forecasts" for v in VARIANTS]
+    n_shards = seed_shards()
+    shards = [(v, k) for v in VARIANTS for k in range(n_shards)]
+    variants = [n for v, k in shards for n in _shard_nodes(v, k, n_shards)]
+    forecasts = [f"wavetoken.{v}.shard_{k}.forecasts" for v, k in shards]
+    models = [f"wavetoken.{v}.shard_{k}.models" for v, k in shards]
     evaluation = [
         node(nodes.forecast_stat_baselines, ["wavetoken.evaluation_sets", P],
              "wavetoken.baseline_forecasts", name="forecast_stat_baselines", namespace=ns),
@@ -64,10 +68,10 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.judge_claims,
              ["wavetoken.scores", "wavetoken.tokenizer_roundtrip", P, "run_info"],
              ["wavetoken.metrics", "wavetoken.claims"], name="judge_claims", namespace=ns),
-        node(nodes.log_training_curves, [P, *(f"wavetoken.{v}.models" for v in VARIANTS)], None,
+        node(nodes.log_training_curves, [P, *models], None,
              name="log_training_curves", namespace=ns),
-        node(nodes.register_model,
-             ["wavetoken.wavetoken.models", "wavetoken.evaluation_sets", P], None,
+        node(nodes.register_model,  # shard 0 holds the method's first seed
+             ["wavetoken.wavetoken.shard_0.models", "wavetoken.evaluation_sets", P], None,
              name="register_model", namespace=ns),
         node(nodes.plot_forecasts,
              ["wavetoken.evaluation_sets", P, "wavetoken.metrics", "wavetoken.baseline_forecasts",

@@ -1,0 +1,44 @@
+"""Seed sweeps as node fan-out: a pipeline's seeds split over a fixed number of shard nodes.
+
+Kedro builds a pipeline's graph before it reads any parameter, so the graph cannot have one node
+per seed of a list that the configuration (or ``--params``) chooses at run time. Instead a room
+that fans out its seeds builds ``n`` shard nodes per variant (namespaces
+``<pipeline>.<variant>.shard_<k>``) and shard ``k`` trains ``seeds[k::n]``: every seed list
+works, each seed lands in exactly one shard, and with ``len(seeds) <= n`` every seed is its own
+node, which a parallel runner (``icml25.runners.DaskRunner``, Kedro's ``ParallelRunner``) spreads
+over its workers. A shard with no seed (more shards than seeds) writes an empty output and costs
+nothing.
+
+``n`` comes from the environment variable ``ICML25_SEED_SHARDS`` (default 3, the number of seeds
+every default configuration runs), read when the pipelines are registered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+SHARDS_ENV = "ICML25_SEED_SHARDS"
+DEFAULT_SHARDS = 3
+MAX_SHARDS = 64
+
+
+def seed_shards(environ: dict[str, str] | None = None) -> int:
+    """The number of seed shards per variant: ``$ICML25_SEED_SHARDS`` or 3."""
+    raw = (os.environ if environ is None else environ).get(SHARDS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SHARDS
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"{SHARDS_ENV} must be an integer, got {raw!r}") from None
+    if not 1 <= n <= MAX_SHARDS:
+        raise ValueError(f"{SHARDS_ENV} must be in 1..{MAX_SHARDS}, got {n}")
+    return n
+
+
+def shard_seeds(seeds: Sequence[int], shard: int, n_shards: int) -> list[int]:
+    """The seeds shard ``shard`` of ``n_shards`` runs: ``seeds[shard::n_shards]``."""
+    if n_shards < 1 or not 0 <= shard < n_shards:
+        raise ValueError(f"shard {shard} of {n_shards} does not exist")
+    return list(seeds)[shard::n_shards]
