@@ -87,14 +87,27 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """``cache``: this layer's ``[keys, values]`` of earlier positions (empty list to start
+        one); the new keys and values are appended. With a non-empty cache only one new
+        position per call is supported (incremental decoding)."""
         b, t, d = x.shape
         shape = (b, t, self.n_heads, self.head_dim)
         q = self.q_proj(x).view(shape).transpose(1, 2)
         k = self.k_proj(x).view(shape).transpose(1, 2)
         v = self.v_proj(x).view(shape).transpose(1, 2)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        causal = True
+        if cache is not None:
+            if cache:
+                if t != 1:
+                    raise ValueError("a filled KV cache takes one new position per call")
+                k = torch.cat([cache[0], k], dim=2)
+                v = torch.cat([cache[1], v], dim=2)
+                causal = False  # the single new query may attend to every cached position
+            cache[:] = [k, v]
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, d))
 
 
@@ -119,8 +132,9 @@ class DecoderBlock(nn.Module):
         self.post_attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: list[torch.Tensor] | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_norm(x), cos, sin, cache)
         return x + self.mlp(self.post_attention_norm(x))
 
 
@@ -158,6 +172,29 @@ class LlamaLM(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin)
         return self.lm_head(self.norm(x))
+
+    def forward_cached(self, ids: torch.Tensor, cache: list[list[torch.Tensor]]) -> torch.Tensor:
+        """Incremental decoding: logits of the new positions ``ids`` given ``cache`` (one
+        ``[keys, values]`` list per layer, filled in place). Start with ``new_cache()`` and the
+        whole prompt, then feed one token per call; the logits equal those of :meth:`forward` on
+        the full sequence."""
+        if len(cache) != len(self.layers):
+            raise ValueError(f"cache has {len(cache)} layers; the model has {len(self.layers)}")
+        start = cache[0][0].shape[2] if cache[0] else 0
+        t = ids.shape[1]
+        if start + t > self.config.max_seq_len:
+            raise ValueError(f"sequence length {start + t} exceeds max_seq_len "
+                             f"{self.config.max_seq_len}")
+        x = self.embed_tokens(ids)
+        cos = self.rope_cos[start:start + t].to(x.dtype)
+        sin = self.rope_sin[start:start + t].to(x.dtype)
+        for layer, layer_cache in zip(self.layers, cache, strict=True):
+            x = layer(x, cos, sin, layer_cache)
+        return self.lm_head(self.norm(x))
+
+    def new_cache(self) -> list[list[torch.Tensor]]:
+        """An empty KV cache for :meth:`forward_cached`."""
+        return [[] for _ in self.layers]
 
     def loss(self, ids: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy of windows ``ids`` (``(batch, seq + 1)``)."""

@@ -81,7 +81,7 @@ class TorchModelDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
         if not isinstance(data, dict) or "state_dict" not in data:
             raise TypeError("TorchModelDataset saves {'state_dict': ..., 'metadata': ...}")
         # clone: tied weights share storage, which safetensors refuses to write as such
-        tensors = {k: v.detach().cpu().clone() for k, v in data["state_dict"].items()}
+        tensors = {k: v.detach().cpu().contiguous().clone() for k, v in data["state_dict"].items()}
         header = {self._METADATA_KEY: json.dumps(data.get("metadata", {}))}
         self._filepath.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._filepath.with_suffix(self._filepath.suffix + ".tmp")

@@ -1,0 +1,275 @@
+"""Preference data, FPO's offline reference cache and the alignment loop (spec ``fpo.md``).
+
+One loop trains every method on identical batches: chosen and rejected responses go through the
+policy in one forward pass; DPO and TDPO also run the frozen reference (their cost); FPO reads
+the reference's margin and pooled SAE features from the offline cache and runs no reference
+(the paper's point); SimPO needs no reference at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from icml25.core.causal_lm import LlamaLM
+from icml25.pipelines.fpo.lm import batch_sequences, forward, generate
+from icml25.pipelines.fpo.losses import (
+    NEEDS_REFERENCE,
+    PairStats,
+    feature_discrepancy,
+    margin_u,
+    masked_mean,
+    masked_sum,
+    pooled_features,
+    preference_loss,
+    sequential_kl,
+    token_logps,
+)
+from icml25.pipelines.fpo.sae import SparseAutoencoder
+from icml25.pipelines.fpo.world import EOS, PAD, Prompt, World, reward
+
+
+@dataclass
+class Pairs:
+    """Preference pairs as token ids (prompt, chosen, rejected) with the prompts' metadata."""
+
+    prompts: list[Prompt]
+    prompt_ids: list[list[int]]
+    chosen: list[list[int]]
+    rejected: list[list[int]]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids)
+
+    def subset(self, idx: Sequence[int]) -> Pairs:
+        return Pairs([self.prompts[i] for i in idx], [self.prompt_ids[i] for i in idx],
+                     [self.chosen[i] for i in idx], [self.rejected[i] for i in idx],
+                     dict(self.skipped))
+
+
+def clean_pairs(prompts: list[Prompt], prompt_ids: list[list[int]], chosen: list[list[int]],
+                rejected: list[list[int]], max_seq_len: int, eos_id: int) -> Pairs:
+    """Drop, and count, pairs that must never be trained on: identical chosen and rejected,
+    an empty response (nothing but ``<eos>``), or a prompt + response longer than the context."""
+    keep: list[int] = []
+    skipped = {"identical": 0, "empty_response": 0, "too_long": 0}
+    for i, (p, w, r) in enumerate(zip(prompt_ids, chosen, rejected, strict=True)):
+        if w == r:
+            skipped["identical"] += 1
+        elif not [t for t in w if t != eos_id] or not [t for t in r if t != eos_id]:
+            skipped["empty_response"] += 1
+        elif len(p) + max(len(w), len(r)) > max_seq_len + 1:
+            skipped["too_long"] += 1
+        else:
+            keep.append(i)
+    return Pairs([prompts[i] for i in keep], [prompt_ids[i] for i in keep],
+                 [chosen[i] for i in keep], [rejected[i] for i in keep], skipped)
+
+
+def make_pairs(model: LlamaLM, world: World, prompts: list[Prompt], n_samples: int,
+               temperature: float, max_new: int, min_gap: float, bt_noise_tau: float,
+               seed: int, max_seq_len: int, progress: bool = True) -> Pairs:
+    """UltraFeedback-binarized style pairs: ``n_samples`` SFT samples per prompt, chosen = the
+    argmax of r*, rejected = uniform among the others; pairs with an r* gap below ``min_gap``
+    are dropped; with ``bt_noise_tau > 0`` a label flips with probability ``1 − σ(Δr*/τ)``."""
+    rng = np.random.default_rng(seed)
+    pids = [world.ids(p.tokens()) for p in prompts]
+    samples = [generate(model, pids, world, max_new, temperature, seed * 31 + j,
+                        progress=progress, desc=f"fpo preference samples {j + 1}/{n_samples}")
+               for j in range(n_samples)]
+    keep_p, keep_ids, ch, rj = [], [], [], []
+    small_gap = 0
+    for i, p in enumerate(prompts):
+        cand = [samples[j][i] for j in range(n_samples)]
+        r = np.array([reward(world, p, world.words(c)) for c in cand])
+        best = int(np.argmax(r))
+        others = [j for j in range(n_samples) if j != best]
+        other = int(rng.choice(others))
+        gap = r[best] - r[other]
+        if gap < min_gap:
+            small_gap += 1
+            continue
+        w, r = cand[best], cand[other]
+        if bt_noise_tau > 0 and rng.random() > 1.0 / (1.0 + np.exp(-gap / bt_noise_tau)):
+            w, r = r, w
+        keep_p.append(p)
+        keep_ids.append(pids[i])
+        ch.append(w)
+        rj.append(r)
+    pairs = clean_pairs(keep_p, keep_ids, ch, rj, max_seq_len, world.index[EOS])
+    pairs.skipped["small_gap"] = small_gap
+    return pairs
+
+
+def _pair_batch(pairs: Pairs, idx: Sequence[int], pad: int):
+    prompts = [pairs.prompt_ids[i] for i in idx]
+    responses = [pairs.chosen[i] for i in idx] + [pairs.rejected[i] for i in idx]
+    return batch_sequences(prompts + prompts, responses, pad)
+
+
+@dataclass
+class ReferenceCache:
+    """FPO's offline reference quantities per pair: length-averaged log-probs of chosen and
+    rejected, and their pooled SAE features ``[N, m]`` (``ref_cache: full``)."""
+
+    avg_w: torch.Tensor
+    avg_l: torch.Tensor
+    feat_w: torch.Tensor
+    feat_l: torch.Tensor
+
+    def gamma_ref(self, beta: float, idx: torch.Tensor) -> torch.Tensor:
+        return beta * (self.avg_w[idx] - self.avg_l[idx])
+
+
+@torch.no_grad()
+def cache_reference(ref: LlamaLM, sae: SparseAutoencoder, pairs: Pairs, world: World,
+                    layer: int, batch_size: int = 64) -> ReferenceCache:
+    """Two passes of the frozen SFT model over the pairs (no gradient), once, before training."""
+    ref.eval()
+    pad = world.index[PAD]
+    avg_w, avg_l, feat_w, feat_l = [], [], [], []
+    for s in range(0, len(pairs), batch_size):
+        idx = list(range(s, min(s + batch_size, len(pairs))))
+        inputs, targets, mask = _pair_batch(pairs, idx, pad)
+        logits, h = forward(ref, inputs, layer)
+        avg = masked_mean(token_logps(logits, targets), mask)
+        feats = pooled_features(sae.encode(h.float()), mask)
+        n = len(idx)
+        avg_w.append(avg[:n])
+        avg_l.append(avg[n:])
+        feat_w.append(feats[:n])
+        feat_l.append(feats[n:])
+    return ReferenceCache(torch.cat(avg_w), torch.cat(avg_l), torch.cat(feat_w),
+                          torch.cat(feat_l))
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    beta: float
+    alpha: float = 0.5
+    gamma: float = 0.5
+    k: int = 16
+    union_topk: bool = True
+    stopgrad: bool = True
+
+
+def pair_stats(method: str, policy: LlamaLM, ref: LlamaLM | None, sae: SparseAutoencoder | None,
+               cache: ReferenceCache | None, pairs: Pairs, idx: Sequence[int], world: World,
+               layer: int, settings: LossSettings) -> PairStats:
+    """Everything ``method``'s loss needs for the pairs ``idx`` (policy forward with gradient)."""
+    pad = world.index[PAD]
+    inputs, targets, mask = _pair_batch(pairs, idx, pad)
+    n = len(idx)
+    logits, h = forward(policy, inputs, layer if method == "fpo" else None)
+    lp = token_logps(logits, targets)
+    sums, avgs = masked_sum(lp, mask), masked_mean(lp, mask)
+    stats = PairStats(sum_w=sums[:n], sum_l=sums[n:], avg_w=avgs[:n], avg_l=avgs[n:])
+    if method in NEEDS_REFERENCE:
+        if ref is None:
+            raise ValueError(f"{method} needs the reference model")
+        with torch.no_grad():
+            ref_logits = ref(inputs)
+        ref_sums = masked_sum(token_logps(ref_logits, targets), mask)
+        stats.ref_sum_w, stats.ref_sum_l = ref_sums[:n], ref_sums[n:]
+        if method in ("tdpo1", "tdpo2"):
+            kl = sequential_kl(ref_logits, logits, mask)
+            stats.kl_w, stats.kl_l = kl[:n], kl[n:]
+    if method == "fpo":
+        if sae is None or cache is None:
+            raise ValueError("fpo needs the SAE and the offline reference cache")
+        feats = pooled_features(sae.encode(h), mask)
+        t_idx = torch.as_tensor(list(idx))
+        stats.d_w = feature_discrepancy(feats[:n], cache.feat_w[t_idx], settings.k,
+                                        settings.union_topk)
+        stats.d_l = feature_discrepancy(feats[n:], cache.feat_l[t_idx], settings.k,
+                                        settings.union_topk)
+        stats.gamma_ref = cache.gamma_ref(settings.beta, t_idx)
+    return stats
+
+
+@dataclass
+class AlignResult:
+    policy: LlamaLM
+    history: list[dict[str, float]]
+    step_ms: float
+    saved_bytes: int
+    ref_forwards_per_step: int
+
+
+def align(method: str, sft: LlamaLM, sae: SparseAutoencoder | None,
+          cache: ReferenceCache | None, pairs: Pairs, world: World, layer: int,
+          settings: LossSettings, lr: float, epochs: int, batch_size: int, warmup: float,
+          seed: int, progress: bool = True, desc: str = "") -> AlignResult:
+    """Train a copy of the SFT model with ``method``'s loss; Adam, linear warm-up over the first
+    ``warmup`` share of steps, then a constant learning rate (spec "Data", small default).
+
+    Also measured: mean wall time per step (after two warm-up steps) and the peak bytes autograd
+    saved for the backward pass in one step (the activation memory a GPU would hold)."""
+    policy = copy.deepcopy(sft)
+    policy.train()
+    ref = sft if method in NEEDS_REFERENCE else None
+    if sae is not None:
+        for p in sae.parameters():
+            p.requires_grad_(False)
+    gen = torch.Generator().manual_seed(seed)
+    steps_per_epoch = max(1, len(pairs) // batch_size)
+    total = epochs * steps_per_epoch
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    warm = max(1, int(warmup * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    history: list[dict[str, float]] = []
+    times: list[float] = []
+    peak_saved = 0
+    bar = tqdm(total=total, desc=desc or f"fpo align {method}", disable=not progress,
+               leave=False)
+    for _ in range(epochs):
+        order = torch.randperm(len(pairs), generator=gen).tolist()
+        for b in range(steps_per_epoch):
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            saved = [0]
+
+            def pack(t: torch.Tensor, saved=saved) -> torch.Tensor:
+                saved[0] += t.numel() * t.element_size()
+                return t
+
+            start = time.perf_counter()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                stats = pair_stats(method, policy, ref, sae, cache, pairs, idx, world, layer,
+                                   settings)
+                u = margin_u(method, stats, settings.beta, settings.alpha, settings.gamma,
+                             settings.stopgrad)
+                loss = preference_loss(u)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            times.append(time.perf_counter() - start)
+            peak_saved = max(peak_saved, saved[0])
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"fpo {method}: loss became {float(loss)} at step "
+                                         f"{len(history)} (lr {lr}); lower the learning rate")
+            history.append({"step": len(history), "loss": float(loss),
+                            "reward_accuracy": float((u > 0).float().mean())})
+            bar.update()
+    bar.close()
+    policy.eval()
+    step_ms = 1000 * float(np.mean(times[2:] if len(times) > 4 else times))
+    return AlignResult(policy, history, step_ms, peak_saved,
+                       1 if method in NEEDS_REFERENCE else 0)
+
+
+def mean_reward(policy: LlamaLM, world: World, prompts: list[Prompt], max_new: int,
+                seed: int) -> float:
+    """Mean r* of greedy responses (the dev criterion of the learning-rate grid)."""
+    pids = [world.ids(p.tokens()) for p in prompts]
+    outs = generate(policy, pids, world, max_new, 0.0, seed)
+    return float(np.mean([reward(world, p, world.words(o)) for p, o in
+                          zip(prompts, outs, strict=True)]))

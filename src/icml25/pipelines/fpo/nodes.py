@@ -1,0 +1,422 @@
+"""Kedro nodes of the fpo pipeline: thin wrappers over world, lm, sae, align and evaluate."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.pipelines.fpo.align import (
+    LossSettings,
+    Pairs,
+    ReferenceCache,
+    align,
+    cache_reference,
+    clean_pairs,
+    make_pairs,
+    mean_reward,
+)
+from icml25.pipelines.fpo.evaluate import (
+    bootstrap_ci,
+    diversity,
+    drift,
+    length_controlled_win_rate,
+    pair_accuracy,
+    win_scores,
+)
+from icml25.pipelines.fpo.lm import build_model, generate, response_activations, train_sft
+from icml25.pipelines.fpo.params import FPOParams
+from icml25.pipelines.fpo.sae import SparseAutoencoder, train_sae
+from icml25.pipelines.fpo.world import (
+    EOS,
+    Prompt,
+    World,
+    legal_bigrams,
+    make_world,
+    rescale_reward,
+    reward,
+    sample_prompt,
+    write_response,
+)
+
+logger = logging.getLogger(__name__)
+PIPELINE = "fpo"
+
+
+def _params(params: dict[str, Any]) -> FPOParams:
+    return validate_parameters(FPOParams, params, PIPELINE)
+
+
+def _loss_settings(p: FPOParams, method: str) -> LossSettings:
+    cfg = getattr(p.loss, method)
+    return LossSettings(beta=cfg.beta, alpha=getattr(cfg, "alpha", 0.5),
+                        gamma=getattr(cfg, "gamma", 0.5), k=getattr(cfg, "k", 16),
+                        union_topk=getattr(cfg, "union_topk", True),
+                        stopgrad=getattr(cfg, "stopgrad", True))
+
+
+def _model(p: FPOParams, world: World, state: dict[str, Any] | None = None):
+    m = p.model
+    model = build_model(world, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.max_seq_len)
+    if state is not None:
+        model.load_state_dict(state["state_dict"])
+    model.eval()
+    return model
+
+
+def _sae(state: dict[str, Any]) -> SparseAutoencoder:
+    cfg = state["metadata"]["config"]
+    sae = SparseAutoencoder(cfg["d"], cfg["m"], cfg["kind"], cfg["k_sae"])
+    sae.load_state_dict(state["state_dict"])
+    for q in sae.parameters():
+        q.requires_grad_(False)
+    return sae
+
+
+def _prompt_row(p: Prompt) -> dict[str, Any]:
+    return {"topic": p.topic, "tone": p.tone, "length": p.length, "words": " ".join(p.words)}
+
+
+def _row_prompt(row: Any) -> Prompt:
+    return Prompt(int(row.topic), int(row.tone), str(row.length), tuple(str(row.words).split()))
+
+
+# ------------------------------------------------------------------------------- data
+
+def make_world_node(params: dict[str, Any]) -> dict[str, Any]:
+    """The vocabulary with categories, topics and sentiments, and the legal bigrams."""
+    _params(params)
+    world = make_world()
+    return {"tokens": list(world.tokens), "category": world.category, "topic": world.topic,
+            "sentiment": world.sentiment,
+            "legal_bigrams": sorted(f"{a} {b}" for a, b in legal_bigrams(world))}
+
+
+def make_sft_corpus(params: dict[str, Any]) -> pd.DataFrame:
+    """The SFT corpus: prompts with responses of the noisy writer (p_follow)."""
+    p = _params(params)
+    world = make_world()
+    rng = np.random.default_rng(p.data_seed)
+    rows = []
+    for _ in range(p.data.n_sft):
+        prompt = sample_prompt(world, rng)
+        response = write_response(world, prompt, rng, p.data.p_follow)
+        rows.append({**_prompt_row(prompt), "response": " ".join(response),
+                     "reward": reward(world, prompt, response)})
+    return pd.DataFrame(rows)
+
+
+def _corpus_ids(corpus: pd.DataFrame, world: World) -> tuple[list[list[int]], list[list[int]]]:
+    if corpus.empty:
+        raise ValueError("fpo.sft_corpus is empty")
+    prompts = [world.ids(_row_prompt(r).tokens()) for r in corpus.itertuples()]
+    responses = [world.ids(str(r).split()) for r in corpus["response"]]
+    return prompts, responses
+
+
+def train_sft_node(corpus: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """The SFT model (the reference π_ref of every method)."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    seed_everything(p.data_seed)
+    world = make_world()
+    prompts, responses = _corpus_ids(corpus, world)
+    model = _model(p, world)
+    losses = train_sft(model, prompts, responses, world, p.model.sft_steps,
+                       p.model.sft_batch_size, p.model.lr, p.data_seed, p.progress)
+    logger.info("fpo SFT: %d steps, final loss %.3f", len(losses), float(np.mean(losses[-20:])))
+    if mlflow.active_run() is not None:
+        with variant_run("sft", run_name="sft/training", role="baseline", pipeline=PIPELINE):
+            for i in range(0, len(losses), max(1, len(losses) // 100)):
+                log_metrics({"sft_loss": losses[i]}, step=i)
+    return {"state_dict": model.state_dict(),
+            "metadata": {"config": model.config.to_dict(), "losses": losses}}
+
+
+def train_sae_node(sft: dict[str, Any], corpus: pd.DataFrame,
+                   params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The SAE on the SFT model's residual stream at ``sae.layer`` (response tokens)."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    world = make_world()
+    model = _model(p, world, sft)
+    prompts, responses = _corpus_ids(corpus.iloc[:p.sae.n_sequences], world)
+    acts = response_activations(model, prompts, responses, world, p.sae.layer)
+    s = p.sae
+    sae, stats = train_sae(acts, s.m, s.steps, p.data_seed, s.kind, s.k_sae, s.l1, s.target_l0,
+                           s.lr, s.batch_size, progress=p.progress)
+    report = {"fvu": stats.fvu, "l0": stats.l0, "dead_fraction": stats.dead_fraction,
+              "l1_coefficient": stats.l1_coefficient, "steps": stats.steps,
+              "n_activations": int(acts.shape[0]), "layer": s.layer, "m": s.m, "kind": s.kind}
+    logger.info("fpo SAE: FVU %.3f, L0 %.1f, dead %.1f%%", stats.fvu, stats.l0,
+                100 * stats.dead_fraction)
+    return {"state_dict": sae.state_dict(), "metadata": {"config": sae.config(), **report}}, report
+
+
+def make_preferences(sft: dict[str, Any], params: dict[str, Any]
+                     ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Train and dev preference pairs sampled from the SFT model and labelled by r*."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    world = make_world()
+    model = _model(p, world, sft)
+    rng = np.random.default_rng(p.data_seed + 1)
+    frames, report = [], {}
+    for split, n in (("train", p.pref.n_train), ("dev", p.pref.n_dev)):
+        prompts = [sample_prompt(world, rng) for _ in range(n)]
+        pairs = make_pairs(model, world, prompts, p.pref.samples, p.pref.temperature,
+                           p.pref.max_new, p.pref.min_gap, p.pref.bt_noise_tau,
+                           p.data_seed + (0 if split == "train" else 7), p.model.max_seq_len,
+                           p.progress)
+        if len(pairs) == 0:
+            raise ValueError(f"fpo: no {split} preference pair survived the filters "
+                             f"{pairs.skipped}; raise pref.n_{split} or lower pref.min_gap")
+        report[split] = {"pairs": len(pairs), "prompts": n, "skipped": pairs.skipped}
+        logger.info("fpo %s pairs: %d of %d prompts (skipped %s)", split, len(pairs), n,
+                    pairs.skipped)
+        frames.append(pairs_to_frame(pairs, world, split))
+    return pd.concat(frames, ignore_index=True), report
+
+
+def pairs_to_frame(pairs: Pairs, world: World, split: str) -> pd.DataFrame:
+    return pd.DataFrame([{"split": split, **_prompt_row(pr), "chosen": " ".join(world.words(w)),
+                          "rejected": " ".join(world.words(l_))}
+                         for pr, w, l_ in zip(pairs.prompts, pairs.chosen, pairs.rejected,
+                                              strict=True)])
+
+
+def frame_to_pairs(frame: pd.DataFrame, world: World, split: str, max_seq_len: int) -> Pairs:
+    """Pairs of one split from the preference table; malformed rows are counted and skipped."""
+    required = {"split", "topic", "tone", "length", "words", "chosen", "rejected"}
+    missing = required - set(frame.columns)
+    if missing:
+        raise ValueError(f"fpo preference table lacks columns {sorted(missing)}")
+    rows = frame[frame["split"] == split]
+    if rows.empty:
+        raise ValueError(f"fpo preference table has no {split!r} rows")
+    prompts = [_row_prompt(r) for r in rows.itertuples()]
+    return clean_pairs(prompts, [world.ids(pr.tokens()) for pr in prompts],
+                       [world.ids(str(c).split()) for c in rows["chosen"]],
+                       [world.ids(str(c).split()) for c in rows["rejected"]], max_seq_len,
+                       world.index[EOS])
+
+
+def cache_reference_node(sft: dict[str, Any], sae_state: dict[str, Any],
+                         preferences: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """FPO's offline reference cache over the training pairs (one pass, no gradient)."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    world = make_world()
+    pairs = frame_to_pairs(preferences, world, "train", p.model.max_seq_len)
+    cache = cache_reference(_model(p, world, sft), _sae(sae_state), pairs, world, p.sae.layer)
+    return {"state_dict": {"avg_w": cache.avg_w, "avg_l": cache.avg_l, "feat_w": cache.feat_w,
+                           "feat_l": cache.feat_l},
+            "metadata": {"pairs": len(pairs), "layer": p.sae.layer}}
+
+
+# -------------------------------------------------------------------------- alignment
+
+def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[str, Any],
+                 preferences: pd.DataFrame, params: dict[str, Any],
+                 method: str) -> dict[str, Any]:
+    """One method: pick the learning rate on dev (seed 0 of the seeds, greedy mean r*), then
+    train every seed at it; returns ``{seed_<s>: policy state + training log}``."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    if method not in p.align.methods:
+        return {}
+    world = make_world()
+    sft_model = _model(p, world, sft)
+    sae = _sae(sae_state)
+    st = cache_state["state_dict"]
+    cache = ReferenceCache(st["avg_w"], st["avg_l"], st["feat_w"], st["feat_l"])
+    train = frame_to_pairs(preferences, world, "train", p.model.max_seq_len)
+    if len(cache.avg_w) != len(train):
+        raise ValueError(f"fpo reference cache holds {len(cache.avg_w)} pairs but the training "
+                         f"set has {len(train)}; re-run cache_reference")
+    dev = frame_to_pairs(preferences, world, "dev", p.model.max_seq_len)
+    dev_prompts = dev.prompts[:p.align.n_dev_select]
+    settings = _loss_settings(p, method)
+    a = p.align
+
+    def run(lr: float, seed: int):
+        seed_everything(seed)
+        return align(method, sft_model, sae, cache, train, world, p.sae.layer, settings, lr,
+                     a.epochs, a.batch_size, a.warmup, seed, p.progress,
+                     desc=f"fpo {method} lr {lr:g} seed {seed}")
+
+    first = p.seeds[0]
+    grid = {}
+    for lr in a.lr_grid:
+        result = run(lr, first)
+        grid[lr] = (mean_reward(result.policy, world, dev_prompts, p.pref.max_new, first), result)
+        logger.info("fpo %s lr %g: dev mean r* %.3f", method, lr, grid[lr][0])
+    best_lr = max(grid, key=lambda lr: grid[lr][0])
+    out = {}
+    for seed in p.seeds:
+        result = grid[best_lr][1] if seed == first else run(best_lr, seed)
+        out[f"seed_{seed}"] = {
+            "state_dict": result.policy.state_dict(),
+            "metadata": {"method": method, "seed": seed, "lr": best_lr,
+                         "dev_reward_by_lr": {f"{lr:g}": v for lr, (v, _) in grid.items()},
+                         "history": result.history, "step_ms": result.step_ms,
+                         "saved_bytes": result.saved_bytes,
+                         "ref_forwards_per_step": result.ref_forwards_per_step}}
+    return out
+
+
+# ------------------------------------------------------------------------- evaluation
+
+def _entry(value: Any) -> dict[str, Any]:
+    return value() if callable(value) else value
+
+
+def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preferences: pd.DataFrame,
+                      params: dict[str, Any], *policies: dict[str, Any]
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generations of SFT and every aligned policy on the evaluation prompts at each
+    temperature, judged by r*; returns (per-response table, per-variant-seed metric table)."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    world = make_world()
+    sft_model = _model(p, world, sft)
+    sae = _sae(sae_state)
+    dev = frame_to_pairs(preferences, world, "dev", p.model.max_seq_len)
+    rng = np.random.default_rng(p.data_seed + 99)
+    prompts = ([sample_prompt(world, rng) for _ in range(p.eval.n_prompts)]
+               + [sample_prompt(world, rng, hard=True) for _ in range(p.eval.n_hard)])
+    pids = [world.ids(pr.tokens()) for pr in prompts]
+    models: dict[str, dict[int, tuple[Any, dict[str, Any]]]] = {"sft": {}}
+    for seed in p.seeds:
+        models["sft"][seed] = (sft_model, {"step_ms": np.nan, "saved_bytes": np.nan,
+                                           "ref_forwards_per_step": np.nan, "lr": np.nan})
+    for bundle in policies:
+        for key in sorted(bundle):
+            entry = _entry(bundle[key])
+            meta = entry["metadata"]
+            model = _model(p, world, entry)
+            models.setdefault(meta["method"], {})[int(meta["seed"])] = (model, meta)
+    gens, rows = [], []
+    rewards: dict[tuple[str, int, float], np.ndarray] = {}
+    lengths: dict[tuple[str, int, float], np.ndarray] = {}
+    n_jobs = sum(len(v) for v in models.values()) * len(p.eval.temperatures)
+    done = 0
+    for variant, by_seed in models.items():
+        for seed, (model, _) in by_seed.items():
+            for ti, temp in enumerate(p.eval.temperatures):
+                outs = generate(model, pids, world, p.pref.max_new, temp,
+                                seed * 101 + ti, progress=False)
+                r = np.array([reward(world, pr, world.words(o))
+                              for pr, o in zip(prompts, outs, strict=True)])
+                ln = np.array([len([t for t in o if t != world.index[EOS]]) for o in outs])
+                rewards[(variant, seed, temp)], lengths[(variant, seed, temp)] = r, ln
+                gens += [{"variant": variant, "seed": seed, "temperature": temp, "prompt": i,
+                          "hard": i >= p.eval.n_prompts, "response": " ".join(world.words(o)),
+                          "reward": float(ri)} for i, (o, ri) in enumerate(zip(outs, r,
+                                                                                 strict=True))]
+                done += 1
+                if p.progress:
+                    logger.info("fpo evaluation %d/%d: %s seed %d T=%g mean r* %.3f", done,
+                                n_jobs, variant, seed, temp, r.mean())
+    for variant, by_seed in models.items():
+        for seed, (model, meta) in by_seed.items():
+            row: dict[str, Any] = {"variant": variant, "seed": seed}
+            for temp in p.eval.temperatures:
+                t = f"t{temp:g}"
+                r, ln = rewards[(variant, seed, temp)], lengths[(variant, seed, temp)]
+                r_sft, ln_sft = rewards[("sft", seed, temp)], lengths[("sft", seed, temp)]
+                wins = win_scores(r, r_sft)
+                lo, hi = bootstrap_ci(wins, p.eval.n_boot, seed)
+                row |= {f"mean_reward_{t}": float(r.mean()),
+                        f"score_1_10_{t}": float(rescale_reward(r.mean())),
+                        f"mean_reward_hard_{t}": float(r[p.eval.n_prompts:].mean())
+                        if p.eval.n_hard else float("nan"),
+                        f"win_vs_sft_{t}": float(wins.mean()), f"win_vs_sft_{t}_ci_low": lo,
+                        f"win_vs_sft_{t}_ci_high": hi,
+                        f"lc_win_vs_sft_{t}": length_controlled_win_rate(wins, ln, ln_sft),
+                        f"tie_rate_vs_sft_{t}": float((wins == 0.5).mean()),
+                        f"mean_length_{t}": float(ln.mean())}
+                if ("fpo", seed, temp) in rewards:
+                    row[f"fpo_win_rate_against_{t}"] = float(
+                        win_scores(rewards[("fpo", seed, temp)], r).mean())
+            sample_t = max(p.eval.temperatures)
+            n_div = min(p.eval.n_diversity, len(pids))
+            outs = generate(model, pids[:n_div], world, p.pref.max_new, sample_t, seed * 7 + 3)
+            row |= diversity(model, pids[:n_div], outs, world)
+            row["accuracy"] = pair_accuracy(model, dev, world)
+            row |= drift(model, sft_model, sae, dev, world, p.sae.layer, p.loss.fpo.k)
+            row |= {"step_ms": float(meta.get("step_ms", np.nan)),
+                    "saved_mib": float(meta.get("saved_bytes", np.nan)) / 2 ** 20,
+                    "ref_forwards_per_step": float(meta.get("ref_forwards_per_step", np.nan)),
+                    "lr": float(meta.get("lr", np.nan))}
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    simpo = table[table["variant"] == "simpo"].set_index("seed")["step_ms"]
+    table["step_time_ratio_to_simpo"] = [
+        row.step_ms / simpo[row.seed] if row.seed in simpo.index else np.nan
+        for row in table.itertuples()]
+    return pd.DataFrame(gens), table
+
+
+def judge_claims(table: pd.DataFrame, sae_report: dict[str, Any],
+                 preference_report: dict[str, Any], params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the evaluation table; MLflow child runs."""
+    p = _params(params)
+    if table.empty:
+        raise ValueError("fpo evaluation table is empty")
+    metric_cols = [c for c in table.columns if c not in ("variant", "seed")]
+    metrics = {v: {c: g.sort_values("seed")[c].astype(float).tolist() for c in metric_cols}
+               for v, g in table.groupby("variant", sort=False)}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+                           p.seeds, title="FPO: feature-level constrained preference "
+                           "optimisation (ICML 2025)", figures=["figures/fpo_overview.png"])
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                            extra={"sae": sae_report, "preferences": preference_report})
+    if mlflow.active_run() is not None:
+        roles = {v: "method" if v == "fpo" else "baseline" for v in metrics}
+        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
+                     for k, x in m.items()} for v, m in metrics.items()}
+        loss_params = {m: getattr(p.loss, m).model_dump() for m in p.align.methods}
+        log_variants(PIPELINE, means, roles,
+                     params_by_variant={v: loss_params.get(v, {"kind": "sft"}) for v in metrics})
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
+                     "sae_fvu": sae_report["fvu"], "sae_l0": sae_report["l0"]})
+    return report, claims
+
+
+def plot_overview(table: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Mean reward, win rate vs SFT, sequential KL and feature MSE per method (seed means with
+    the spread), the paper's Fig. 3-4 quantities side by side."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = _params(params)
+    order = ["sft", *[m for m in ("dpo", "simpo", "tdpo1", "tdpo2", "fpo")
+                      if m in p.align.methods]]
+    panels = [("mean_reward_t0", "mean r* (greedy)"), ("win_vs_sft_t0", "win rate vs SFT"),
+              ("seq_kl", "sequential KL to reference"), ("feature_mse", "SAE feature MSE"),
+              ("step_ms", "step time (ms)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.2))
+    for ax, (col, title) in zip(axes, panels, strict=True):
+        g = table.groupby("variant")[col]
+        mean, std = g.mean().reindex(order), g.std().reindex(order).fillna(0)
+        colors = ["#c0392b" if v == "fpo" else "#7f8c8d" for v in order]
+        ax.bar(order, mean.to_numpy(), yerr=std.to_numpy(), color=colors, capsize=3)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+        if col == "win_vs_sft_t0":
+            ax.axhline(0.5, color="k", lw=0.8, ls="--")
+    fig.suptitle("fpo — methods on the synthetic preference task (mean ± sd over seeds)",
+                 fontsize=10)
+    fig.tight_layout()
+    return {"fpo_overview.png": fig}
+

@@ -1,0 +1,72 @@
+"""End to end: `kedro run --pipeline=fpo --env=test` through a real KedroSession."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mlflow
+import pandas as pd
+import pytest
+
+from icml25.core.params import ParameterError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+METHODS = ("dpo", "simpo", "tdpo1", "tdpo2", "fpo")
+
+
+def test_fpo_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+    run_pipeline("fpo", env="test")
+    out = kedro_project / "data/08_reporting/fpo"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {"sft", *METHODS}
+    names = {k for k in metrics["metrics"]["fpo"] if not k.endswith("_std")}
+    for variant, values in metrics["metrics"].items():
+        assert {k for k in values if not k.endswith("_std")} == names, variant
+    assert len(metrics["per_seed"]["fpo"]["mean_reward_t0"]) == 2        # test seeds [0, 1]
+    for method in METHODS:
+        m = metrics["metrics"][method]
+        assert math.isfinite(m["mean_reward_t0"]) and 0 <= m["win_vs_sft_t0"] <= 1
+        assert m["step_ms"] > 0 and m["seq_kl"] >= 0 and m["feature_mse"] >= 0
+        assert m["ref_forwards_per_step"] == (1.0 if method in ("dpo", "tdpo1", "tdpo2")
+                                              else 0.0)
+    # SFT against itself ties on every prompt; its drift to itself is zero
+    assert metrics["metrics"]["sft"]["win_vs_sft_t0"] == pytest.approx(0.5)
+    assert metrics["metrics"]["sft"]["seq_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert metrics["metrics"]["fpo"]["fpo_win_rate_against_t0"] == pytest.approx(0.5)
+    assert metrics["sae"]["m"] == 32 and metrics["sae"]["fvu"] >= 0
+
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["n_claims"] == len(claims["claims"]) == 13
+    for claim in claims["claims"]:
+        assert isinstance(claim["holds"], bool)
+        if claim["baseline"] in metrics["metrics"]:
+            assert claim["baseline_value"] == pytest.approx(
+                metrics["metrics"][claim["baseline"]][claim["metric"]])
+        assert claim["method_value"] == pytest.approx(
+            metrics["metrics"][claim["method"]][claim["metric"]])
+    assert (out / "figures" / "fpo_overview.png").stat().st_size > 0
+
+    gens = pd.read_parquet(kedro_project / "data/07_model_output/fpo/generations.parquet")
+    assert set(gens["variant"]) == {"sft", *METHODS}
+    assert set(gens["temperature"]) == {0.0, 0.7}
+    models = kedro_project / "data/06_models/fpo"
+    assert sorted(p.name for p in (models / "fpo").iterdir()) == [
+        "seed_0.safetensors", "seed_1.safetensors"]
+
+    mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["fpo"], output_format="list")
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    for variant in ("sft", *METHODS):
+        assert "mean_reward_t0" in children[variant].data.metrics
+    assert children["fpo"].data.tags["icml25.role"] == "method"
+
+
+def test_fpo_bad_parameters_fail_before_any_work(kedro_project, run_pipeline):
+    with pytest.raises(ParameterError, match=r"fpo\.sae\.m"):
+        run_pipeline("fpo", env="test", params={"fpo": {"sae": {"m": -4}}})
+    with pytest.raises(ParameterError, match=r"fpo: .*sae.layer 5 exceeds model.n_layers 2"):
+        run_pipeline("fpo", env="test", params={"fpo": {"sae": {"layer": 5}}})
+    with pytest.raises(ParameterError, match=r"fpo\.align\.methods"):
+        run_pipeline("fpo", env="test", params={"fpo": {"align": {"methods": ["ppo"]}}})
+    assert not (kedro_project / "data/01_raw/fpo").exists()
