@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from icml25.pipelines.fpo.align import LossSettings, Pairs, cache_reference, clean_pairs, pair_stats
-from icml25.pipelines.fpo.lm import batch_sequences, build_model, forward, generate
-from icml25.pipelines.fpo.losses import masked_mean, pooled_features, token_logps
+from icml25.pipelines.fpo.lm import build_model, forward, full_batch, generate
 from icml25.pipelines.fpo.sae import SparseAutoencoder, train_sae
 from icml25.pipelines.fpo.world import (
     EOS,
@@ -118,14 +117,24 @@ def test_offline_cache_equals_the_reference_on_the_fly():
     sae = SparseAutoencoder(16, 24)
     pairs = _tiny_pairs()
     cache = cache_reference(ref, sae, pairs, WORLD, layer=2, batch_size=4)
-    pad = WORLD.index["<pad>"]
     for i in range(len(pairs)):
         for resp, avg, feat in ((pairs.chosen[i], cache.avg_w[i], cache.feat_w[i]),
                                 (pairs.rejected[i], cache.avg_l[i], cache.feat_l[i])):
-            inputs, targets, mask = batch_sequences([pairs.prompt_ids[i]], [resp], pad)
-            logits, h = forward(ref, inputs, 2)
-            assert float((masked_mean(token_logps(logits, targets), mask) - avg).abs()) < 1e-6
-            assert float((pooled_features(sae.encode(h), mask)[0] - feat).abs().max()) < 1e-6
+            ids = torch.tensor([pairs.prompt_ids[i] + resp])
+            logits, h = forward(ref, ids, 2)
+            n_p = len(pairs.prompt_ids[i])
+            lp = torch.log_softmax(logits[0, n_p - 1:-1], -1).gather(
+                1, ids[0, n_p:, None]).mean()
+            assert float((lp - avg).abs()) < 1e-6
+            feats = sae.encode(h[0, n_p:]).mean(0)          # the response tokens' positions
+            assert float((feats - feat).abs().max()) < 1e-6
+
+
+def test_full_batch_masks_mark_the_response():
+    ids, logit_mask, token_mask = full_batch([[1, 2, 3], [4, 5]], [[6, 7], [8, 9, 10]], 0)
+    assert ids.tolist() == [[1, 2, 3, 6, 7], [4, 5, 8, 9, 10]]
+    assert token_mask.tolist() == [[0, 0, 0, 1, 1], [0, 0, 1, 1, 1]]
+    assert logit_mask.tolist() == [[0, 0, 1, 1], [0, 1, 1, 1]]
 
 
 def test_fpo_pair_stats_at_initialisation_give_zero_discrepancy_and_grad_flows():

@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from icml25.core.causal_lm import LlamaLM
-from icml25.pipelines.fpo.lm import batch_sequences, forward, generate
+from icml25.pipelines.fpo.lm import forward, full_batch, generate
 from icml25.pipelines.fpo.losses import (
     NEEDS_REFERENCE,
     PairStats,
@@ -65,7 +65,7 @@ def clean_pairs(prompts: list[Prompt], prompt_ids: list[list[int]], chosen: list
             skipped["identical"] += 1
         elif not [t for t in w if t != eos_id] or not [t for t in r if t != eos_id]:
             skipped["empty_response"] += 1
-        elif len(p) + max(len(w), len(r)) > max_seq_len + 1:
+        elif len(p) + max(len(w), len(r)) > max_seq_len:
             skipped["too_long"] += 1
         else:
             keep.append(i)
@@ -108,10 +108,12 @@ def make_pairs(model: LlamaLM, world: World, prompts: list[Prompt], n_samples: i
     return pairs
 
 
-def _pair_batch(pairs: Pairs, idx: Sequence[int], pad: int):
+def pair_batch(pairs: Pairs, idx: Sequence[int], pad: int):
+    """:func:`~icml25.pipelines.fpo.lm.full_batch` of the chosen responses of pairs ``idx``
+    followed by their rejected responses (one forward pass for both)."""
     prompts = [pairs.prompt_ids[i] for i in idx]
     responses = [pairs.chosen[i] for i in idx] + [pairs.rejected[i] for i in idx]
-    return batch_sequences(prompts + prompts, responses, pad)
+    return full_batch(prompts + prompts, responses, pad)
 
 
 @dataclass
@@ -137,10 +139,10 @@ def cache_reference(ref: LlamaLM, sae: SparseAutoencoder, pairs: Pairs, world: W
     avg_w, avg_l, feat_w, feat_l = [], [], [], []
     for s in range(0, len(pairs), batch_size):
         idx = list(range(s, min(s + batch_size, len(pairs))))
-        inputs, targets, mask = _pair_batch(pairs, idx, pad)
-        logits, h = forward(ref, inputs, layer)
-        avg = masked_mean(token_logps(logits, targets), mask)
-        feats = pooled_features(sae.encode(h.float()), mask)
+        ids, mask, token_mask = pair_batch(pairs, idx, pad)
+        logits, h = forward(ref, ids, layer)
+        avg = masked_mean(token_logps(logits[:, :-1], ids[:, 1:]), mask)
+        feats = pooled_features(sae.encode(h.float()), token_mask)
         n = len(idx)
         avg_w.append(avg[:n])
         avg_l.append(avg[n:])
@@ -165,18 +167,19 @@ def pair_stats(method: str, policy: LlamaLM, ref: LlamaLM | None, sae: SparseAut
                layer: int, settings: LossSettings) -> PairStats:
     """Everything ``method``'s loss needs for the pairs ``idx`` (policy forward with gradient)."""
     pad = world.index[PAD]
-    inputs, targets, mask = _pair_batch(pairs, idx, pad)
+    ids, mask, token_mask = pair_batch(pairs, idx, pad)
     n = len(idx)
-    logits, h = forward(policy, inputs, layer if method == "fpo" else None)
-    lp = token_logps(logits, targets)
+    logits, h = forward(policy, ids, layer if method == "fpo" else None)
+    logits = logits[:, :-1]
+    lp = token_logps(logits, ids[:, 1:])
     sums, avgs = masked_sum(lp, mask), masked_mean(lp, mask)
     stats = PairStats(sum_w=sums[:n], sum_l=sums[n:], avg_w=avgs[:n], avg_l=avgs[n:])
     if method in NEEDS_REFERENCE:
         if ref is None:
             raise ValueError(f"{method} needs the reference model")
         with torch.no_grad():
-            ref_logits = ref(inputs)
-        ref_sums = masked_sum(token_logps(ref_logits, targets), mask)
+            ref_logits = ref(ids)[:, :-1]
+        ref_sums = masked_sum(token_logps(ref_logits, ids[:, 1:]), mask)
         stats.ref_sum_w, stats.ref_sum_l = ref_sums[:n], ref_sums[n:]
         if method in ("tdpo1", "tdpo2"):
             kl = sequential_kl(ref_logits, logits, mask)
@@ -184,7 +187,7 @@ def pair_stats(method: str, policy: LlamaLM, ref: LlamaLM | None, sae: SparseAut
     if method == "fpo":
         if sae is None or cache is None:
             raise ValueError("fpo needs the SAE and the offline reference cache")
-        feats = pooled_features(sae.encode(h), mask)
+        feats = pooled_features(sae.encode(h), token_mask)
         t_idx = torch.as_tensor(list(idx))
         stats.d_w = feature_discrepancy(feats[:n], cache.feat_w[t_idx], settings.k,
                                         settings.union_topk)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 
 from icml25.core.causal_lm import LlamaLM
-from icml25.pipelines.fpo.align import Pairs, _pair_batch
+from icml25.pipelines.fpo.align import Pairs, pair_batch
 from icml25.pipelines.fpo.lm import batch_sequences, forward
 from icml25.pipelines.fpo.losses import (
     feature_discrepancy,
@@ -67,8 +67,8 @@ def pair_accuracy(policy: LlamaLM, pairs: Pairs, world: World, batch_size: int =
     hits = []
     for s in range(0, len(pairs), batch_size):
         idx = list(range(s, min(s + batch_size, len(pairs))))
-        inputs, targets, mask = _pair_batch(pairs, idx, pad)
-        avg = masked_mean(token_logps(policy(inputs), targets), mask)
+        ids, mask, _ = pair_batch(pairs, idx, pad)
+        avg = masked_mean(token_logps(policy(ids)[:, :-1], ids[:, 1:]), mask)
         n = len(idx)
         hits.append((avg[:n] > avg[n:]).float())
     return float(torch.cat(hits).mean())
@@ -83,12 +83,12 @@ def drift(policy: LlamaLM, ref: LlamaLM, sae: SparseAutoencoder, pairs: Pairs, w
     kl_w, kl_l, d_w, d_l = [], [], [], []
     for s in range(0, len(pairs), batch_size):
         idx = list(range(s, min(s + batch_size, len(pairs))))
-        inputs, _, mask = _pair_batch(pairs, idx, pad)
-        logits, h = forward(policy, inputs, layer)
-        ref_logits, ref_h = forward(ref, inputs, layer)
-        kl = sequential_kl(ref_logits, logits, mask)
-        d = feature_discrepancy(pooled_features(sae.encode(h), mask),
-                                pooled_features(sae.encode(ref_h), mask), k, union=True)
+        ids, mask, token_mask = pair_batch(pairs, idx, pad)
+        logits, h = forward(policy, ids, layer)
+        ref_logits, ref_h = forward(ref, ids, layer)
+        kl = sequential_kl(ref_logits[:, :-1], logits[:, :-1], mask)
+        d = feature_discrepancy(pooled_features(sae.encode(h), token_mask),
+                                pooled_features(sae.encode(ref_h), token_mask), k, union=True)
         n = len(idx)
         kl_w.append(kl[:n])
         kl_l.append(kl[n:])

@@ -123,11 +123,11 @@ def _batch(prompts: Sequence[list[int]], responses: Sequence[list[int]], pad_id:
     T = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
     attn = torch.zeros((len(seqs), T), dtype=torch.long)
-    mask = torch.zeros((len(seqs), T - 1))
+    mask = torch.zeros((len(seqs), T))
     for i, (p, s) in enumerate(zip(prompts, seqs, strict=True)):
         ids[i, :len(s)] = torch.tensor(s)
         attn[i, :len(s)] = 1
-        mask[i, len(p) - 1:len(s) - 1] = 1.0
+        mask[i, len(p):len(s)] = 1.0      # the response tokens' positions
     return ids, attn, mask
 
 
@@ -141,9 +141,9 @@ def _forward_pairs(model: nn.Module, sae: nn.Module,
                              + [l_ for _, _, l_ in pairs], pad_id)
     out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
     lp = token_logps(out.logits[:, :-1], ids[:, 1:])
-    h = out.hidden_states[layer][:, :-1]
-    return masked_sum(lp, mask), masked_mean(lp, mask), pooled_features(sae.encode(h.float()),
-                                                                        mask)
+    h = out.hidden_states[layer]
+    return (masked_sum(lp, mask[:, 1:]), masked_mean(lp, mask[:, 1:]),
+            pooled_features(sae.encode(h.float()), mask))
 
 
 def fpo_pair_stats(model: nn.Module, sae: nn.Module, pairs: Sequence[tuple[list[int],

@@ -41,6 +41,18 @@ def batch_sequences(prompts: Sequence[Sequence[int]], responses: Sequence[Sequen
     return ids[:, :-1], ids[:, 1:], mask
 
 
+def full_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+               pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ids [B, L], logit_mask [B, L-1], token_mask [B, L])`` of whole ``prompt + response``
+    sequences: ``logit_mask`` marks the logits ``[:, :-1]`` that predict a response token (for
+    log-probs and KL), ``token_mask`` the positions that hold one (where the SAE features of a
+    response are read, spec eq. 10)."""
+    inputs, targets, logit_mask = batch_sequences(prompts, responses, pad_id)
+    ids = torch.cat([inputs, targets[:, -1:]], dim=1)
+    token_mask = torch.cat([torch.zeros(len(prompts), 1), logit_mask], dim=1)
+    return ids, logit_mask, token_mask
+
+
 @contextmanager
 def capture_residual(model: LlamaLM, layer: int):
     """Record the residual stream after block ``layer`` (1-based) during forward passes."""
@@ -151,16 +163,14 @@ def train_sft(model: LlamaLM, prompts: Sequence[Sequence[int]],
 def response_activations(model: LlamaLM, prompts: Sequence[Sequence[int]],
                          responses: Sequence[Sequence[int]], world: World, layer: int,
                          batch_size: int = 128) -> torch.Tensor:
-    """Residual vectors after block ``layer`` at every response-token position, ``[N, d]``.
-
-    Position ``t`` of the inputs predicts target ``t``; the residual used for a response token's
-    features is the one at the position that predicts it, matching :func:`forward` + mask."""
+    """Residual vectors after block ``layer`` at every response-token position, ``[N, d]``
+    (the positions whose SAE features FPO pools)."""
     model.eval()
     pad = world.index[PAD]
     rows = []
     for s in range(0, len(prompts), batch_size):
-        inputs, _, mask = batch_sequences(prompts[s:s + batch_size],
-                                          responses[s:s + batch_size], pad)
-        _, h = forward(model, inputs, layer)
-        rows.append(h[mask.bool()])
+        ids, _, token_mask = full_batch(prompts[s:s + batch_size], responses[s:s + batch_size],
+                                        pad)
+        _, h = forward(model, ids, layer)
+        rows.append(h[token_mask.bool()])
     return torch.cat(rows).float()
