@@ -1,0 +1,159 @@
+"""The ACORN audio encoder, small version (spec ``acorn.md`` §3; paper §4, Figure 2).
+
+The paper's encoder feeds three STFT maps per frame — magnitude M = |X| and the phase as
+S = sin∠X, C = cos∠X (sin/cos avoid the ±π wrap) — through separate Conv1d branches, fuses
+them, and runs Whisper-style Transformer layers. Why phase matters: a 1-sample inter-mic delay
+is a per-bin phase difference of 2πk/254 that is nearly absent from |X|, and a Doppler shift
+Δf changes the frame-to-frame phase advance by 2π·Δf·hop/fs. ``use_phase=False`` is the
+identical network with the two phase branches removed (the magnitude-only control standing in
+for the Whisper encoder).
+
+The readout (A) of the spec: a learned task token and a source token (the Doppler catalogue
+entry named in the question) are prepended to the audio tokens; the output at the task token
+feeds one small MLP head per task.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+N_FFT = 254
+HOP = 160
+TASK_OUTPUTS = {"los": 2, "multipath": 3, "doppler": 1, "doa": 3, "range": 1}
+TASK_IDS = {task: i for i, task in enumerate(TASK_OUTPUTS)}
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Geometry of :class:`AcornModel` (``acorn.model`` parameters)."""
+
+    d: int = 96
+    layers: int = 4
+    heads: int = 4
+    use_phase: bool = True
+    n_ch: int = 2
+    mc_mode: str = "stack"
+    dropout: float = 0.1
+    n_sources: int = 7  # catalogue entries + "no named source"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stft_features(x: torch.Tensor, use_phase: bool = True, dither: float = 1e-5
+                  ) -> torch.Tensor:
+    """(B, C, N) audio → (B, K, C, 128, T) maps, K = 3 (log1p|X|, sin∠X, cos∠X) or 1.
+
+    One gain for all channels keeps level cues: x / (max_c rms(x_c) + 1e-8) · 0.1. The dither
+    (a fixed pseudo-random sequence, so evaluation is deterministic) makes the phase of
+    otherwise empty bins well defined; a bin with |X| = 0 exactly gets angle 0 (sin 0, cos 1).
+    """
+    if x.dim() != 3:
+        raise ValueError(f"audio must be (batch, channels, samples), got shape {tuple(x.shape)}")
+    rms = x.pow(2).mean(dim=-1).sqrt().amax(dim=1, keepdim=True)
+    x = x / (rms.unsqueeze(-1) + 1e-8) * 0.1
+    if dither:
+        gen = torch.Generator().manual_seed(0)
+        x = x + dither * torch.randn(x.shape[-1], generator=gen).to(x)
+    b, c, n = x.shape
+    window = torch.hann_window(N_FFT, device=x.device, dtype=x.dtype)
+    spec = torch.stft(x.reshape(b * c, n), n_fft=N_FFT, hop_length=HOP, win_length=N_FFT,
+                      window=window, center=True, return_complex=True)
+    spec = spec.reshape(b, c, spec.shape[-2], spec.shape[-1])
+    mag = spec.abs()
+    maps = [torch.log1p(mag)]
+    if use_phase:
+        zero = mag == 0
+        angle = torch.where(zero, torch.zeros_like(mag), torch.angle(spec))
+        maps += [torch.sin(angle), torch.cos(angle)]
+    return torch.stack(maps, dim=1)
+
+
+def sinusoidal_positions(n: int, d: int, device=None) -> torch.Tensor:
+    """Whisper's sinusoidal position table (n, d)."""
+    half = d // 2
+    inv = torch.exp(-math.log(10000.0) * torch.arange(half, device=device) / max(half - 1, 1))
+    ang = torch.arange(n, device=device)[:, None] * inv[None, :]
+    pos = torch.cat([torch.sin(ang), torch.cos(ang)], dim=1)
+    return nn.functional.pad(pos, (0, d - pos.shape[1]))
+
+
+class AcornEncoder(nn.Module):
+    """Magnitude(+phase) STFT encoder: per-map Conv1d branch + GELU, fusion convs (the second
+    with stride 2), sinusoidal positions, pre-LN Transformer (spec §3 pseudo-code).
+
+    ``mc_mode="stack"``: channels stacked on the feature axis (each branch's first conv sees
+    C·128 inputs). ``mc_mode="tokens"``: a shared per-channel front end plus a learned channel
+    embedding, the tokens of all channels interleaved per frame.
+    """
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        if cfg.mc_mode not in ("stack", "tokens"):
+            raise ValueError(f"mc_mode must be 'stack' or 'tokens', got {cfg.mc_mode!r}")
+        self.cfg = cfg
+        k = 3 if cfg.use_phase else 1
+        bins = N_FFT // 2 + 1
+        fan_in = cfg.n_ch * bins if cfg.mc_mode == "stack" else bins
+        self.branches = nn.ModuleList(nn.Conv1d(fan_in, cfg.d, 3, padding=1) for _ in range(k))
+        self.fuse = nn.Conv1d(k * cfg.d, cfg.d, 3, padding=1)
+        self.down = nn.Conv1d(cfg.d, cfg.d, 3, stride=2, padding=1)
+        if cfg.mc_mode == "tokens":
+            self.channel_embedding = nn.Parameter(torch.zeros(cfg.n_ch, cfg.d))
+        layer = nn.TransformerEncoderLayer(cfg.d, cfg.heads, 4 * cfg.d, cfg.dropout,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(cfg.d)
+
+    def front_end(self, feats: torch.Tensor) -> torch.Tensor:
+        """(B, K, C, F, T) maps → (B, T', d) audio tokens before the Transformer."""
+        b, k, c, f, t = feats.shape
+        act = nn.functional.gelu
+        if self.cfg.mc_mode == "stack":
+            h = torch.cat([act(conv(feats[:, i].reshape(b, c * f, t)))
+                           for i, conv in enumerate(self.branches)], dim=1)
+            h = act(self.down(act(self.fuse(h))))
+            return h.transpose(1, 2)
+        per = feats.permute(0, 2, 1, 3, 4).reshape(b * c, k, f, t)
+        h = torch.cat([act(conv(per[:, i])) for i, conv in enumerate(self.branches)], dim=1)
+        h = act(self.down(act(self.fuse(h)))).transpose(1, 2)  # (B·C, T', d)
+        h = h.reshape(b, c, h.shape[1], -1) + self.channel_embedding[None, :, None, :]
+        return h.transpose(1, 2).reshape(b, -1, h.shape[-1])  # frame-major: channels interleaved
+
+    def forward(self, audio: torch.Tensor, prefix: torch.Tensor | None = None) -> torch.Tensor:
+        feats = stft_features(audio, self.cfg.use_phase)
+        h = self.front_end(feats)
+        h = h + sinusoidal_positions(h.shape[1], h.shape[2], h.device).to(h)
+        if prefix is not None:
+            h = torch.cat([prefix, h], dim=1)
+        return self.norm(self.transformer(h))
+
+
+class AcornModel(nn.Module):
+    """Encoder + question conditioning (task token, source token) + per-task heads."""
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = AcornEncoder(cfg)
+        self.task_embedding = nn.Embedding(len(TASK_OUTPUTS), cfg.d)
+        self.source_embedding = nn.Embedding(cfg.n_sources, cfg.d)
+        self.heads = nn.ModuleDict({
+            task: nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.Linear(cfg.d, n))
+            for task, n in TASK_OUTPUTS.items()})
+
+    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
+        b = audio.shape[0]
+        task_tok = self.task_embedding(torch.full((b,), TASK_IDS[task], dtype=torch.long,
+                                                  device=audio.device))
+        prefix = torch.stack([task_tok, self.source_embedding(source)], dim=1)
+        tokens = self.encoder(audio, prefix)
+        return self.heads[task](tokens[:, 0])
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

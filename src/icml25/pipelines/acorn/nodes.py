@@ -1,0 +1,360 @@
+"""Kedro nodes of the acorn pipeline: thin wrappers around the simulator, encoder and baselines.
+
+Each node validates ``params:acorn`` into :class:`AcornParams`, does one step of the spec's
+pipeline sketch and returns plain tables, dicts or state dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.acorn import dsp_baselines as dsp
+from icml25.pipelines.acorn import scenes
+from icml25.pipelines.acorn.encoder import EncoderConfig
+from icml25.pipelines.acorn.evaluation import (
+    ROLES,
+    derived_variants,
+    score_predictions,
+    summarise,
+)
+from icml25.pipelines.acorn.multitask import TaskData, predict, train_model
+from icml25.pipelines.acorn.params import VARIANTS, AcornParams
+from icml25.pipelines.acorn.plots import plot_error_vs_condition, plot_examples
+from icml25.pipelines.acorn.qa import TASKS
+from icml25.pipelines.acorn.sources import (
+    SYNTHETIC_FAMILIES,
+    TONAL_CATALOGUE,
+    packaged_wavs,
+    read_wav,
+    speech_plan,
+    split_labels,
+    synthesize_plan,
+    synthetic_source,
+)
+
+logger = logging.getLogger(__name__)
+PIPELINE = "acorn"
+TEST_SPLITS = ("test", "t2", "ood")
+TRANSFER_TASKS = ("los", "multipath", "doa")
+
+
+def _params(params: dict[str, Any]) -> AcornParams:
+    return validate_parameters(AcornParams, params, PIPELINE)
+
+
+def _entry(partition: Any) -> dict[str, Any]:
+    """A model partition: PartitionedDataset hands out loaders, a run in memory the dict itself."""
+    return partition() if callable(partition) else partition
+
+
+def scene_config(p: AcornParams) -> scenes.SceneConfig:
+    d = p.data
+    return scenes.SceneConfig(clip_s=d.clip_s, mic_spacing=d.mic_spacing, snr_db=d.snr_db,
+                              speed=d.speed, room_size=d.room_size, t60=d.t60,
+                              weak_t60=d.weak_t60, strong_t60=d.strong_t60)
+
+
+# ------------------------------------------------------------------------------- sources
+def synthesize_speech(params: dict[str, Any]) -> dict[str, Any]:
+    """Offline speech utterances (espeak-ng / flite), trimmed, unit RMS; stored as int16."""
+    p = _params(params)
+    plan = speech_plan(p.sources.n_utterances, list(p.sources.engines), p.sources.seed)
+    audio = synthesize_plan(plan, progress=p.progress)
+    peak = max(float(np.max(np.abs(a))) for a in audio)
+    scale = 32000.0 / peak
+    return {"index": plan.assign(n_samples=[a.size for a in audio]),
+            "audio": [np.round(a * scale).astype(np.int16) for a in audio], "scale": scale}
+
+
+def build_source_bank(speech: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Speech + synthetic families + packaged real clips, each item assigned to one split.
+
+    Sirens are held out as the OOD family; packaged real recordings are test-only.
+    """
+    p = _params(params)
+    rng = np.random.default_rng(p.sources.seed + 1)
+    audio, rows = [], []
+    for i, clip in enumerate(speech["audio"]):
+        x = clip.astype(np.float32) / speech["scale"]
+        if x.size == 0 or not np.all(np.isfinite(x)) or not np.any(x):
+            raise ValueError(f"speech bank item {i} is empty, silent or non-finite")
+        audio.append(x)
+        rows.append({"family": "speech", "name": f"speech {i}"})
+    n_synth = int(p.sources.synthetic_seconds * scenes.FS)
+    for family in SYNTHETIC_FAMILIES:
+        for j in range(p.sources.synthetic_per_family):
+            audio.append(synthetic_source(family, n_synth, rng).astype(np.float32))
+            rows.append({"family": family, "name": f"{family} {j}"})
+    index = pd.DataFrame(rows)
+    index["split"] = "train"
+    for family, group in index.groupby("family"):
+        if family == "siren":
+            index.loc[group.index, "split"] = "ood"
+        else:
+            index.loc[group.index, "split"] = split_labels(len(group), p.sources.split_fractions,
+                                                           rng)
+    if p.sources.use_packaged_wavs:
+        for name, path in packaged_wavs().items():
+            audio.append(read_wav(path).astype(np.float32))
+            index.loc[len(index)] = {"family": "real", "name": name, "split": "test"}
+        if not (index["family"] == "real").any():
+            logger.info("acorn: no packaged real recordings installed (pysptk, amfm_decompy); "
+                        "the test split uses synthetic and TTS sources only")
+    index["n_samples"] = [a.size for a in audio]
+    return {"index": index, "audio": audio}
+
+
+def sample_scene_metadata(bank: dict[str, Any], params: dict[str, Any]) -> pd.DataFrame:
+    """AQA-PHY metadata of every split: task, physics, label, question and answer per item."""
+    p = _params(params)
+    cfg, d = scene_config(p), p.data
+    transfer = {t: d.n_t2 for t in TRANSFER_TASKS}
+    ood = {t: d.n_ood for t in TRANSFER_TASKS}
+    parts = [scenes.sample_split(d.n_train, "train", cfg, bank["index"], d.seed),
+             scenes.sample_split(d.n_val, "val", cfg, bank["index"], d.seed + 1),
+             scenes.sample_split(d.n_test, "test", cfg, bank["index"], d.seed + 2)]
+    if d.n_t2:
+        parts.append(scenes.sample_split(transfer, "t2", cfg, bank["index"], d.seed + 3,
+                                         simulator="ism", source_split="test"))
+    if d.n_ood:
+        parts.append(scenes.sample_split(ood, "ood", cfg, bank["index"], d.seed + 4))
+    meta = pd.concat(parts, ignore_index=True)
+    meta["item"] = np.arange(len(meta))
+    return meta
+
+
+def _check_meta(meta: pd.DataFrame) -> None:
+    if meta is None or len(meta) == 0:
+        raise ValueError("acorn metadata: empty table")
+    missing = {"task", "split", "label", "seed"} - set(meta.columns)
+    if missing:
+        raise ValueError(f"acorn metadata: missing columns {sorted(missing)}")
+    if not np.all(np.isfinite(meta["label"].to_numpy(dtype=float))):
+        raise ValueError("acorn metadata: labels contain NaN or inf")
+    if not set(meta["task"]) <= set(TASKS):
+        raise ValueError(f"acorn metadata: unknown tasks {sorted(set(meta['task']) - set(TASKS))}")
+
+
+def render_clips(meta: pd.DataFrame, bank: dict[str, Any], params: dict[str, Any]
+                 ) -> dict[str, np.ndarray]:
+    """Render every split once per run (RAM cache, float16): {split: (n, 2, N)}."""
+    p = _params(params)
+    _check_meta(meta)
+    clip_n = scene_config(p).clip_n
+    out = {}
+    for split, rows in meta.groupby("split", sort=False):
+        audio = scenes.render_split(rows, bank["audio"], clip_n, progress=p.progress,
+                                    desc=f"acorn render {split}")
+        out[str(split)] = audio.astype(np.float16)
+    return out
+
+
+# -------------------------------------------------------------------------------- models
+def _task_data(meta: pd.DataFrame, clips: dict[str, np.ndarray], split: str
+               ) -> dict[str, TaskData]:
+    rows = meta[meta["split"] == split].reset_index(drop=True)
+    if len(rows) != len(clips[split]):
+        raise ValueError(f"split {split}: {len(rows)} metadata rows but {len(clips[split])} clips")
+    audio = torch.from_numpy(clips[split].astype(np.float32))
+    if not torch.isfinite(audio).all():
+        raise ValueError(f"split {split}: clips contain NaN or inf")
+    out = {}
+    for task in TASKS:
+        sel = np.flatnonzero(rows["task"].to_numpy() == task)
+        if sel.size:
+            src = (rows["source_id"].to_numpy()[sel] + 1 if task == "doppler"
+                   else np.zeros(sel.size, dtype=int))
+            out[task] = TaskData(audio[sel], rows["label"].to_numpy(dtype=float)[sel], src)
+    return out
+
+
+def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict[str, Any],
+                  variant: str) -> dict[str, Any]:
+    """Train one encoder variant once per seed; returns ``{seed_<s>: state dict + meta}``."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    cfg = EncoderConfig(d=p.model.d, layers=p.model.layers, heads=p.model.heads,
+                        use_phase=variant == "acorn_phase", mc_mode=p.model.mc_mode,
+                        dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 1)
+    train_data, val_data = _task_data(meta, clips, "train"), _task_data(meta, clips, "val")
+    models = {}
+    for seed in p.seeds:
+        seed_everything(seed)
+        model, record = train_model(cfg, train_data, val_data, epochs=p.train.epochs,
+                                    batch_size=p.train.batch_size, lr=p.train.lr,
+                                    weight_decay=p.train.weight_decay, seed=seed, device=device,
+                                    augment=p.train.augment, progress=p.progress,
+                                    desc=f"acorn {variant} seed {seed}")
+        logger.info("acorn %s seed %d: %d parameters, %d steps in %.0f s", variant, seed,
+                    record["n_parameters"], record["steps"], record["seconds"])
+        models[f"seed_{seed}"] = {"state_dict": model.state_dict(),
+                                  "metadata": {"variant": variant, "seed": seed,
+                                               "config": cfg.to_dict(), **record}}
+    return models
+
+
+def predict_variant(models: dict[str, Any], meta: pd.DataFrame, clips: dict[str, np.ndarray],
+                    params: dict[str, Any], variant: str) -> pd.DataFrame:
+    """Predictions of every seed's model on the test, T2 and OOD splits."""
+    from icml25.pipelines.acorn.encoder import AcornModel
+
+    p = _params(params)
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    frames = []
+    for key in sorted(models):
+        entry = _entry(models[key])
+        md = entry["metadata"]
+        model = AcornModel(EncoderConfig(**md["config"]))
+        model.load_state_dict(entry["state_dict"])
+        model.to(device)
+        stats = {k: tuple(v) for k, v in md["stats"].items()}
+        for split in TEST_SPLITS:
+            if split not in clips:
+                continue
+            rows = meta[meta["split"] == split].reset_index(drop=True)
+            data = _task_data(meta, clips, split)
+            preds = predict(model, data, stats, device=device)
+            for task, pred in preds.items():
+                items = rows.loc[rows["task"] == task, "item"].to_numpy()
+                frames.append(pd.DataFrame({"variant": variant, "seed": int(md["seed"]),
+                                            "split": split, "task": task, "item": items,
+                                            "pred": pred}))
+    return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- baselines
+def run_baselines(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict[str, Any]
+                  ) -> pd.DataFrame:
+    """Classical DSP (GCC-PHAT, FFT peak, matched filter, logistic regression on blind
+    features), the prior (majority class / training mean) and the random predictor."""
+    p = _params(params)
+    _check_meta(meta)
+    spacing = p.data.mic_spacing
+    max_lag = spacing * scenes.FS / scenes.C + 1.0
+    train = meta[meta["split"] == "train"]
+    rows_of = {s: meta[meta["split"] == s].reset_index(drop=True) for s in clips}
+
+    def features(split: str, task: str) -> tuple[np.ndarray, np.ndarray]:
+        rows = rows_of[split]
+        sel = np.flatnonzero(rows["task"].to_numpy() == task)
+        x = clips[split][sel].astype(np.float64)
+        return np.stack([dsp.blind_features(c, spacing) for c in x]), sel
+
+    classifiers = {}
+    for task in ("los", "multipath"):
+        f, sel = features("train", task)
+        classifiers[task] = dsp.fit_blind_classifier(
+            f, rows_of["train"]["label"].to_numpy()[sel], seed=p.data.seed)
+    frames = []
+    splits = [s for s in TEST_SPLITS if s in clips]
+    bar = tqdm(total=sum(len(rows_of[s]) for s in splits), desc="acorn classical baselines",
+               disable=not p.progress, leave=False)
+    for split in splits:
+        rows = rows_of[split]
+        for task in TASKS:
+            sel = np.flatnonzero(rows["task"].to_numpy() == task)
+            if sel.size == 0:
+                continue
+            x = clips[split][sel].astype(np.float64)
+            if task in classifiers:
+                f = np.stack([dsp.blind_features(c, spacing) for c in x])
+                pred = classifiers[task].predict(f).astype(float)
+            elif task == "doa":
+                pred = np.array([dsp.gcc_phat(c[0], c[1], max_lag)[0] for c in x])
+            elif task == "doppler":
+                sid = rows["source_id"].to_numpy()[sel]
+                pred = np.array([dsp.doppler_fft_peak(c, TONAL_CATALOGUE[int(s)])
+                                 for c, s in zip(x, sid, strict=True)])
+            else:
+                pred = np.array([dsp.matched_filter_range(c) for c in x])
+            bar.update(sel.size)
+            items = rows["item"].to_numpy()[sel]
+            frames.append(pd.DataFrame({"variant": "classical_dsp", "seed": 0, "split": split,
+                                        "task": task, "item": items, "pred": pred}))
+            y_train = train.loc[train["task"] == task, "label"].to_numpy(dtype=float)
+            if task in ("los", "multipath"):
+                prior = float(np.bincount(y_train.astype(int)).argmax())
+            else:
+                prior = float(np.mean(y_train))
+            frames.append(pd.DataFrame({"variant": "prior", "seed": 0, "split": split,
+                                        "task": task, "item": items, "pred": prior}))
+            for seed in p.seeds:
+                rng = np.random.default_rng([seed, TASKS.index(task), TEST_SPLITS.index(split)])
+                if task in ("los", "multipath"):
+                    rand = rng.integers(0, 2 if task == "los" else 3, size=sel.size)
+                else:
+                    rand = rng.uniform(y_train.min(), y_train.max(), size=sel.size)
+                frames.append(pd.DataFrame({"variant": "random", "seed": seed, "split": split,
+                                            "task": task, "item": items,
+                                            "pred": rand.astype(float)}))
+    bar.close()
+    return pd.concat(frames, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------- evaluation
+def evaluate(meta: pd.DataFrame, params: dict[str, Any], baselines: pd.DataFrame,
+             *predictions: pd.DataFrame) -> pd.DataFrame:
+    """Paper metrics of every (variant, seed): one row per metric."""
+    p = _params(params)
+    return score_predictions(meta, pd.concat([baselines, *predictions], ignore_index=True),
+                             p.data.mic_spacing, p.seeds)
+
+
+def judge_claims(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[str, Any],
+                 *models: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
+    p = _params(params)
+    metrics = summarise(scores)
+    claim_metrics = {**metrics, **derived_variants(metrics)}
+    training = {}
+    for bundle in models:
+        for key in sorted(bundle):
+            md = _entry(bundle[key])["metadata"]
+            training.setdefault(md["variant"], {})[key] = {
+                "seconds": md["seconds"], "steps": md["steps"], "best_step": md["best_step"],
+                "n_parameters": md["n_parameters"]}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
+                           run_info, p.seeds,
+                           title="ACORN: physical awareness from sound (ICML 2025)",
+                           figures=["figures/examples.png", "figures/error_vs_condition.png"])
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                            extra={"derived": derived_variants(metrics), "training": training})
+    if mlflow.active_run() is not None:
+        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        params_by = {v: {"kind": v} for v in metrics}
+        for v in VARIANTS:
+            params_by[v] = {**p.model.model_dump(), **p.train.model_dump(),
+                            "use_phase": v == "acorn_phase"}
+        log_variants(PIPELINE, means, {v: ROLES.get(v, "baseline") for v in metrics},
+                     params_by_variant=params_by)
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def plot_figures(meta: pd.DataFrame, clips: dict[str, np.ndarray], scores: pd.DataFrame,
+                 params: dict[str, Any], baselines: pd.DataFrame,
+                 *predictions: pd.DataFrame) -> dict[str, Any]:
+    """Example spectrograms (magnitude, inter-channel phase) with their labels, and the error
+    of every variant against SNR / T60 / |v|."""
+    matplotlib.use("Agg")
+    p = _params(params)
+    figures = {"examples.png": plot_examples(meta, clips, p.n_examples),
+               "error_vs_condition.png": plot_error_vs_condition(
+                   meta, pd.concat([baselines, *predictions], ignore_index=True))}
+    del scores  # taken so the figures are drawn after evaluation
+    return figures
+
