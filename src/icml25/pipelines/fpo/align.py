@@ -257,9 +257,9 @@ def align(method: str, sft: LlamaLM, sae: SparseAutoencoder | None,
             times.append(time.perf_counter() - start)
             peak_saved = max(peak_saved, saved[0])
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"fpo {method}: loss became {float(loss)} at step "
+                raise FloatingPointError(f"fpo {method}: loss became {float(loss.detach())} at step "
                                          f"{len(history)} (lr {lr}); lower the learning rate")
-            history.append({"step": len(history), "loss": float(loss),
+            history.append({"step": len(history), "loss": float(loss.detach()),
                             "reward_accuracy": float((u > 0).float().mean())})
             bar.update()
     bar.close()

@@ -155,7 +155,7 @@ def train_sft(model: LlamaLM, prompts: Sequence[Sequence[int]],
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
