@@ -1,0 +1,318 @@
+"""Kedro nodes of the malot pipeline: thin wrappers around the method modules (spec ``malot.md``
+section 7). Each node validates ``params:malot`` into :class:`MalotParams` first."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
+from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, whole_proof
+from icml25.pipelines.malot.minilean import Settings
+from icml25.pipelines.malot.params import VARIANTS, MalotParams
+from icml25.pipelines.malot.soundness import false_suite_results, random_inequalities
+from icml25.pipelines.malot.synthetic import correction_records, generate_theorems
+from icml25.pipelines.malot.verifier import make_verifier
+
+logger = logging.getLogger(__name__)
+PIPELINE = "malot"
+MINIF2F_FIELDS = ("id", "split", "formal_statement", "informal_stmt")
+
+
+def _params(params: dict[str, Any]) -> MalotParams:
+    return validate_parameters(MalotParams, params, PIPELINE)
+
+
+def _settings(p: MalotParams) -> Settings:
+    return Settings(z3_timeout_s=p.verifier.z3_timeout_s, proof_timeout_s=p.verifier.timeout_s,
+                    max_chars=p.verifier.max_chars)
+
+
+# ------------------------------------------------------------------------------------ data
+def read_minif2f(path: Path) -> pd.DataFrame:
+    """miniF2F records (one JSON object a line) as (split, name, statement, nl); a corrupt line,
+    a missing field or an empty file is an error naming the line."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        missing = [f for f in MINIF2F_FIELDS if f not in record]
+        if missing:
+            raise ValueError(f"{path}:{number}: missing fields {missing}")
+        statement = str(record["formal_statement"])
+        cut = statement.rfind(":=")
+        if cut < 0:
+            raise ValueError(f"{path}:{number}: formal_statement has no ':='")
+        rows.append({"split": record["split"], "name": record["id"],
+                     "statement": statement[:cut].rstrip() + " := by",
+                     "nl": str(record["informal_stmt"])})
+    if not rows:
+        raise ValueError(f"{path}: no miniF2F records")
+    return pd.DataFrame(rows)
+
+
+def load_minif2f(params: dict[str, Any]) -> pd.DataFrame:
+    """miniF2F statements from ``malot.minif2f.path`` (never copied into the project); an empty
+    table when the file is absent, unless ``malot.minif2f.required``."""
+    p = _params(params)
+    path = Path(p.minif2f.path)
+    if not path.exists():
+        if p.minif2f.required:
+            raise FileNotFoundError(f"malot.minif2f.path: {path} does not exist")
+        logger.warning("malot: miniF2F file %s absent; evaluating on synthetic theorems only",
+                       path)
+        return pd.DataFrame(columns=["split", "name", "statement", "nl"])
+    frame = read_minif2f(path)
+    return frame[frame["split"].isin(p.minif2f.splits)].reset_index(drop=True)
+
+
+def parse_fragment(minif2f: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+    """Per miniF2F statement: inside MiniLean's fragment or not, and why (coverage metric)."""
+    p = _params(params)
+    rows = []
+    for row in tqdm(minif2f.itertuples(), total=len(minif2f), desc="malot: fragment",
+                    disable=not p.progress):
+        try:
+            parse_statement(row.statement)
+            rows.append({"split": row.split, "name": row.name, "in_fragment": True, "reason": ""})
+        except OutOfFragment as err:
+            rows.append({"split": row.split, "name": row.name, "in_fragment": False,
+                         "reason": err.construct})
+    frame = pd.DataFrame(rows, columns=["split", "name", "in_fragment", "reason"])
+    for split, group in frame.groupby("split"):
+        logger.info("malot: MiniLean covers %d/%d miniF2F-%s statements", group["in_fragment"].sum(),
+                    len(group), split)
+    return frame
+
+
+def generate_synthetic(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Training and held-out synthetic theorems (disjoint seeds) and synthetic LoT-CD records."""
+    p = _params(params)
+    s, settings = p.synth, _settings(p)
+    families = tuple(s.families)
+    train = generate_theorems(s.n_train, s.seed, "train", s.coef_max, s.max_vars, families,
+                              settings)
+    heldout = generate_theorems(s.n_heldout, s.seed + 10_000, "heldout", s.coef_max, s.max_vars,
+                                families, settings)
+    theorems = pd.DataFrame([{**t, "split": "train"} for t in train] +
+                            [{**t, "split": "heldout"} for t in heldout])
+    heldout_statements = set(theorems.loc[theorems["split"] == "heldout", "statement"])
+    leaked = [t["name"] for t in train if t["statement"] in heldout_statements]
+    if leaked:
+        logger.info("malot: %d training statements coincide with held-out ones; dropped",
+                    len(leaked))
+        theorems = theorems[~theorems["name"].isin(leaked)].reset_index(drop=True)
+    records = correction_records([t for t in train if t["name"] not in leaked],
+                                 s.corrections_per_theorem, s.seed + 20_000, settings)
+    corrections = pd.DataFrame(records, columns=["name", "family", "statement", "nl",
+                                                 "wrong_proof", "mutation", "errors", "proof"])
+    return theorems, corrections
+
+
+def evaluation_set(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.DataFrame,
+                   p: MalotParams) -> list[dict[str, Any]]:
+    """Held-out synthetic theorems plus the in-fragment miniF2F statements of the chosen split."""
+    rows = [{**r, "set": "synthetic"} for r in
+            theorems[theorems["split"] == "heldout"].to_dict("records")]
+    if len(minif2f):
+        inside = set(coverage.loc[coverage["in_fragment"] &
+                                  (coverage["split"] == p.minif2f.evaluate_split), "name"])
+        chosen = minif2f[minif2f["name"].isin(inside) &
+                         (minif2f["split"] == p.minif2f.evaluate_split)]
+        if p.minif2f.max_theorems:
+            chosen = chosen.head(p.minif2f.max_theorems)
+        rows += [{"name": r["name"], "statement": r["statement"], "nl": r["nl"],
+                  "family": "minif2f", "set": "minif2f"} for r in chosen.to_dict("records")]
+    return rows
+
+
+def _agents(p: MalotParams, seed: int, fewshots: list[dict[str, Any]]):
+    if p.agent.backend == "symbolic":
+        from icml25.pipelines.malot.symbolic_agent import PortfolioProver, RuleCorrector
+
+        return PortfolioProver(seed), RuleCorrector(seed + 1)
+    from icml25.pipelines.malot.model_agent import make_model_agent
+
+    key = os.environ.get("MALOT_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    agent = make_model_agent(p.agent, seed, fewshots,
+                             credentials={"api_key": key} if key else None)
+    return agent, agent
+
+
+def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.DataFrame,
+                 params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """MA-LoT (``x + k × y``) and whole-proof sampling (pass@(x + k·y)) on every evaluation
+    theorem and seed; returns every attempt and each theorem's solving round."""
+    p = _params(params)
+    b = p.budget
+    verifier = make_verifier(p.verifier.backend, _settings(p), p.verifier.lean_project_dir,
+                             p.verifier.timeout_s, p.verifier.workers, p.verifier.memory_mb)
+    tasks = evaluation_set(theorems, minif2f, coverage, p)
+    fewshots = theorems[theorems["split"] == "train"].head(64).to_dict("records")
+    if not tasks:
+        raise ValueError("malot: no evaluation theorems (synth.n_heldout and miniF2F are empty)")
+    attempts, solved = [], []
+    bar = tqdm(total=len(p.seeds) * len(VARIANTS) * len(tasks), desc="malot: proving",
+               disable=not p.progress)
+    for seed in p.seeds:
+        for variant in VARIANTS:
+            for i, thm in enumerate(tasks):
+                key = seed * 1_000_003 + i * 7919
+                prover, corrector = _agents(p, key, fewshots)
+                if variant == "ma_lot":
+                    out = ma_lot(thm, prover, corrector, verifier, b.x, b.rounds, b.y,
+                                 b.corrections_per_proof, np.random.default_rng(key))
+                else:
+                    out = whole_proof(thm, prover, verifier, b.x, b.rounds, b.y)
+                tag = {"variant": variant, "seed": seed, "set": thm["set"],
+                       "family": thm["family"]}
+                attempts += [{**tag, **a} for a in out["attempts"]]
+                solved.append({**tag, "name": thm["name"], "generations": out["generations"],
+                               "solved_round": (-1 if out["solved_round"] is None
+                                                else out["solved_round"])})
+                bar.update()
+    bar.close()
+    logger.info("malot: %d verifier calls (%d attempts, cache by sha256)", verifier.calls,
+                len(attempts))
+    return pd.DataFrame(attempts), pd.DataFrame(solved)
+
+
+def check_soundness(params: dict[str, Any]) -> pd.DataFrame:
+    """The false-statement suite and the random-inequality property (spec section 8)."""
+    p = _params(params)
+    settings = _settings(p)
+    rows = [{**r, "suite": "false_statements", "counterexample": True}
+            for r in false_suite_results(settings)]
+    rows += [{**r, "suite": "random_inequalities"} for r in
+             random_inequalities(p.soundness.random_inequalities, p.soundness.seed,
+                                 settings=settings)]
+    return pd.DataFrame(rows, columns=["suite", "statement", "proof", "accepted",
+                                       "counterexample", "verdict"])
+
+
+# ------------------------------------------------------------------------------ evaluation
+def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
+                    seeds: list[int]) -> dict[str, dict[str, list[float]]]:
+    """Per variant, per seed: cumulative accuracy per round (synthetic held-out), the final
+    accuracy on synthetic and miniF2F, round gains, verifier time per proof, generations."""
+    metrics: dict[str, dict[str, list[float]]] = {}
+    for variant in VARIANTS:
+        out: dict[str, list[float]] = {}
+        for seed in seeds:
+            s = solved[(solved["variant"] == variant) & (solved["seed"] == seed)]
+            a = attempts[(attempts["variant"] == variant) & (attempts["seed"] == seed)]
+            syn = s[s["set"] == "synthetic"]
+            curve = cumulative_accuracy([None if r < 0 else int(r) for r in syn["solved_round"]],
+                                        rounds)
+            for r, acc in enumerate(curve):
+                out.setdefault(f"acc_minilean_round{r}", []).append(acc)
+            out.setdefault("acc_minilean", []).append(curve[-1])
+            for r in range(1, rounds + 1):
+                out.setdefault(f"round_gain_{r}", []).append(curve[r] - curve[r - 1])
+            mf = s[s["set"] == "minif2f"]
+            out.setdefault("acc_minilean_minif2f", []).append(
+                float((mf["solved_round"] >= 0).mean()) if len(mf) else math.nan)
+            verified = a[a["verdict"] != "filtered_sorry"]
+            out.setdefault("verify_time_per_proof_s", []).append(
+                float(verified["verify_time"].mean()) if len(verified) else math.nan)
+            out.setdefault("generations_per_theorem", []).append(float(s["generations"].mean()))
+            out.setdefault("proofs_verified", []).append(float(len(verified)))
+        metrics[variant] = out
+    return metrics
+
+
+def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, coverage: pd.DataFrame,
+                 soundness: pd.DataFrame, corrections: pd.DataFrame, params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from this run's own results; MLflow child runs."""
+    p = _params(params)
+    metrics = variant_metrics(solved, attempts, p.budget.rounds, p.seeds)
+    false_rows = soundness[soundness["suite"] == "false_statements"]
+    random_rows = soundness[soundness["suite"] == "random_inequalities"]
+    checker = {
+        "false_suite_accepted": float(false_rows["accepted"].sum()),
+        "false_suite_size": float(len(false_rows)),
+        "random_accepted": float(random_rows["accepted"].sum()),
+        "random_accepted_with_counterexample": float(
+            (random_rows["accepted"] & random_rows["counterexample"]).sum()),
+    }
+    for split, group in coverage.groupby("split"):
+        checker[f"fragment_coverage_{split}"] = float(group["in_fragment"].mean())
+        checker[f"fragment_in_{split}"] = float(group["in_fragment"].sum())
+    claim_metrics = {**metrics, "checker:minilean": checker}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
+                           p.seeds, title="MA-LoT (ICML 2025)",
+                           figures=["figures/rounds.png", "figures/errors.png"])
+    histogram = (attempts[attempts["error_category"] != ""]
+                 .groupby(["variant", "error_category"]).size().unstack(fill_value=0))
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+        "checker": checker,
+        "budget": p.budget.model_dump(),
+        "verifier_backend": p.verifier.backend,
+        "agent_backend": p.agent.backend,
+        "correction_records": len(corrections),
+        "error_categories": {v: {k: int(n) for k, n in row.items()}
+                             for v, row in histogram.iterrows()},
+        "fragment_out_reasons": coverage.loc[~coverage["in_fragment"], "reason"]
+        .value_counts().head(15).to_dict() if len(coverage) else {},
+    })
+    if mlflow.active_run() is not None:
+        means = {v: {k: float(np.nanmean(x)) if not all(map(math.isnan, x)) else math.nan
+                     for k, x in m.items()} for v, m in metrics.items()}
+        variant_params = {v: {"agent": p.agent.backend, "verifier": p.verifier.backend,
+                              "budget": p.budget.model_dump(),
+                              "kind": "prover + corrector" if v == "ma_lot" else "whole proof"}
+                          for v in VARIANTS}
+        log_variants(PIPELINE, means, VARIANTS, params_by_variant=variant_params)
+        log_metrics({**checker, "claims_holding": claims["n_holds"],
+                     "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def plot_results(metrics: dict[str, Any], attempts: pd.DataFrame,
+                 params: dict[str, Any]) -> dict[str, Any]:
+    """Table 2's curve (cumulative accuracy against generations) and the error histogram."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = _params(params)
+    b = p.budget
+    gens = [b.x + r * b.y for r in range(b.rounds + 1)]
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for variant, label in (("ma_lot", f"MA-LoT ({b.x} + {b.rounds}×{b.y})"),
+                           ("whole_proof", "whole-proof pass@n")):
+        vals = metrics["metrics"][variant]
+        mean = [vals[f"acc_minilean_round{r}"] for r in range(b.rounds + 1)]
+        std = [vals.get(f"acc_minilean_round{r}_std", 0.0) or 0.0 for r in range(b.rounds + 1)]
+        ax.errorbar(gens, mean, yerr=std, marker="o", capsize=3, label=label)
+    ax.set_xlabel("generations per theorem")
+    ax.set_ylabel("cumulative accuracy (MiniLean)")
+    ax.set_title("malot — synthetic held-out theorems")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig2, ax2 = plt.subplots(figsize=(6, 3.4))
+    errs = attempts[attempts["error_category"] != ""]
+    table = errs.groupby(["error_category", "variant"]).size().unstack(fill_value=0)
+    if len(table):
+        table.plot.barh(ax=ax2)
+    ax2.set_xlabel("failed attempts (all seeds)")
+    ax2.set_title("malot — verifier error categories")
+    fig2.tight_layout()
+    return {"rounds.png": fig, "errors.png": fig2}

@@ -1,0 +1,98 @@
+"""Parameters of the malot pipeline (``conf/*/parameters_malot.yml``), validated once before any
+node runs. Every choice the paper leaves unconfirmed (spec ``malot.md``) is a parameter here."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.claims import ClaimSpec
+from icml25.core.params import ParamsModel, Seeds
+from icml25.pipelines.malot.synthetic import FAMILIES
+
+#: Variants evaluated by the pipeline: the method and its baselines at equal generation count.
+VARIANTS = {"ma_lot": "method", "whole_proof": "baseline"}
+
+
+class VerifierParams(ParamsModel):
+    backend: Literal["minilean", "lean_repl"] = "minilean"
+    z3_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    timeout_s: float = Field(default=20.0, gt=0, le=600)
+    max_chars: int = Field(default=20_000, gt=100)
+    workers: int = Field(default=8, ge=1)
+    memory_mb: int = Field(default=8192, ge=256)
+    lean_project_dir: str | None = None
+
+
+class AgentParams(ParamsModel):
+    backend: Literal["symbolic", "openai", "hf"] = "symbolic"
+    model_path: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    top_p: float = Field(default=0.8, gt=0, le=1)
+    max_tokens: int = Field(default=4096, gt=0)
+    cot_fraction: float = Field(default=0.8, gt=0, le=1)
+    fewshot: int = Field(default=3, ge=0)
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> AgentParams:
+        if self.backend == "openai" and not (self.base_url and self.model):
+            raise ValueError("backend openai needs base_url and model (credentials may also come "
+                             "from conf/local/credentials.yml: malot_endpoint)")
+        if self.backend == "hf" and not self.model_path:
+            raise ValueError("backend hf needs model_path (a local Hugging Face model folder)")
+        return self
+
+
+class BudgetParams(ParamsModel):
+    """Budget ``x + k × y``: x prover samples, k rounds of y corrections (c per failed proof)."""
+
+    x: int = Field(gt=0)
+    rounds: int = Field(ge=0, le=16)
+    y: int = Field(gt=0)
+    corrections_per_proof: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _divides(self) -> BudgetParams:
+        if self.y % self.corrections_per_proof:
+            raise ValueError(f"y {self.y} must be a multiple of corrections_per_proof "
+                             f"{self.corrections_per_proof} (a round corrects y/c proofs)")
+        return self
+
+
+class SynthParams(ParamsModel):
+    n_train: int = Field(ge=0)
+    n_heldout: int = Field(gt=0)
+    corrections_per_theorem: int = Field(default=2, ge=0)
+    coef_max: int = Field(default=9, ge=1, le=99)
+    max_vars: int = Field(default=3, ge=2, le=4)
+    families: list[Literal[FAMILIES]] = Field(  # type: ignore[valid-type]
+        default=list(FAMILIES), min_length=1)
+    seed: int = Field(default=0, ge=0)
+
+
+class MiniF2FParams(ParamsModel):
+    path: str = "../shared/data/minif2f/minif2f_lean4.jsonl"
+    splits: list[Literal["valid", "test"]] = Field(default=["valid", "test"], min_length=1)
+    evaluate_split: Literal["valid", "test"] = "test"
+    max_theorems: int | None = Field(default=None, gt=0)
+    required: bool = False
+
+
+class SoundnessParams(ParamsModel):
+    random_inequalities: int = Field(default=100, ge=0)
+    seed: int = Field(default=0, ge=0)
+
+
+class MalotParams(ParamsModel):
+    seeds: Seeds
+    progress: bool = True
+    verifier: VerifierParams
+    agent: AgentParams
+    budget: BudgetParams
+    synth: SynthParams
+    minif2f: MiniF2FParams
+    soundness: SoundnessParams
+    claims: list[ClaimSpec] = Field(min_length=1)

@@ -1,0 +1,85 @@
+"""End to end: `kedro run --pipeline=knowledge_swap --env=test` through a real KedroSession."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mlflow
+import pytest
+
+from icml25.core.params import ParameterError
+from icml25.pipelines.knowledge_swap.params import ROLES
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def test_knowledge_swap_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+    run_pipeline("knowledge_swap", env="test")
+    out = kedro_project / "data/08_reporting/knowledge_swap"
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == set(ROLES)
+    names = {k for k in metrics["metrics"]["ltf"] if not k.endswith("_std")}
+    for stage in ("start", "stage1", "final"):
+        for part in ("retain", "forget", "learn"):
+            assert f"acc_{part}_{stage}" in names
+    for variant, values in metrics["metrics"].items():
+        assert {k for k in values if not k.endswith("_std")} == names, variant
+        assert all(_finite(v) for v in values.values()), variant
+        assert all(0 <= values[f"acc_{p}_final"] <= 100 for p in ("retain", "forget", "learn"))
+        assert len(metrics["per_seed"][variant]["acc_forget_final"]) == 2  # test seeds [0, 1]
+    # every swap of a seed starts from the same pretrained model, expanded head and LoRA init
+    for part in ("retain", "forget", "learn"):
+        start = metrics["per_seed"]["ltf"][f"acc_{part}_start"]
+        for variant in ("ftl", "joint", "naive_ft", "forget_only"):
+            assert metrics["per_seed"][variant][f"acc_{part}_start"] == start
+    assert metrics["per_seed"]["pretrained"]["acc_learn_final"] == [0.0, 0.0]
+    assert len(metrics["curves"]["ltf"][0]["curve"]) == 2  # 1 epoch per stage
+
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["pipeline"] == "knowledge_swap" and claims["run"]["env"] == "test"
+    assert claims["n_claims"] == len(claims["claims"]) == 9
+    for claim in claims["claims"]:
+        assert isinstance(claim["holds"], bool)
+        assert claim["method_value"] == pytest.approx(
+            metrics["metrics"][claim["method"]][claim["metric"]])
+        if claim["baseline"] in metrics["metrics"]:
+            assert claim["baseline_value"] == pytest.approx(
+                metrics["metrics"][claim["baseline"]][claim["metric"]])
+
+    assert {p.name for p in (out / "figures").iterdir()} == {"stage_accuracy.png",
+                                                              "lora_norms.png"}
+    models = kedro_project / "data/06_models/knowledge_swap"
+    for folder in ("pretrained", "retrain_oracle", "ltf", "ftl"):
+        assert sorted(p.name for p in (models / folder).iterdir()) == [
+            "seed_0.safetensors", "seed_1.safetensors"]
+    assert (kedro_project / "data/01_raw/knowledge_swap/mnist5k.pkl").exists()
+
+    mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["knowledge_swap"], output_format="list")
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parent) == 1 and {r.info.status for r in runs} == {"FINISHED"}
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    for variant, role in ROLES.items():
+        run = children[variant]
+        assert run.data.tags["icml25.role"] == role
+        assert "acc_forget_final" in run.data.metrics and "h_mean" in run.data.metrics
+    assert "ltf/curves/seed 0" in children
+
+
+def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
+    with pytest.raises(ParameterError, match=r"knowledge_swap\.swap\.bnd: got -1"):
+        run_pipeline("knowledge_swap", env="test", params={"knowledge_swap": {"swap": {"bnd": -1}}})
+    assert not any((kedro_project / "data/01_raw").iterdir())
+
+
+def test_a_class_to_forget_and_learn_at_once_is_refused(kedro_project, run_pipeline):
+    params = {"knowledge_swap": {"data": {"forget_classes": [3, "plus"]}}}
+    with pytest.raises(ParameterError, match="both in forget_classes and learn_classes"):
+        run_pipeline("knowledge_swap", env="test", params=params)
+    assert not any((kedro_project / "data/01_raw").iterdir())
