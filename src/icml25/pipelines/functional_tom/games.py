@@ -1,0 +1,99 @@
+"""Two-player repeated normal-form games of the benchmark (spec section 1, "Games").
+
+``R[a, b]`` is the focal agent's payoff (rows = agent action a, columns = partner action b) and
+``partner_payoff[b, a]`` the partner's. The payoffs are parameters; the defaults are the values of
+the paper's games (RPS win/tie/loss +1/0/-1; IBS and IPD with the values of Akata et al. 2023,
+which reproduce the paper's tabular R-Max numbers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Game kinds; the kind fixes how the reactive partner families respond (spec "Tit-for-Tat").
+KINDS = ("rps", "ibs", "ipd")
+
+
+@dataclass(frozen=True)
+class Game:
+    """A finite two-player game with both payoff matrices and human-readable action names."""
+
+    name: str
+    kind: str
+    actions: tuple[str, ...]
+    payoff: np.ndarray = field(repr=False)          # R[a, b], focal agent
+    partner_payoff: np.ndarray = field(repr=False)  # P[b, a], partner
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.actions)
+        if self.kind not in KINDS:
+            raise ValueError(f"game {self.name}: kind {self.kind!r} not in {KINDS}")
+        if n < 2:
+            raise ValueError(f"game {self.name}: needs at least two actions, got {self.actions}")
+        for label, mat in (("payoff", self.payoff), ("partner_payoff", self.partner_payoff)):
+            arr = np.asarray(mat, dtype=float)
+            if arr.shape != (n, n):
+                raise ValueError(f"game {self.name}: {label} must be {n}x{n}, got {arr.shape}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"game {self.name}: {label} has non-finite entries")
+        object.__setattr__(self, "payoff", np.asarray(self.payoff, dtype=float))
+        object.__setattr__(self, "partner_payoff", np.asarray(self.partner_payoff, dtype=float))
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.actions)
+
+    @property
+    def r_max(self) -> float:
+        return float(self.payoff.max())
+
+    def best_response(self, p: np.ndarray, rng: np.random.Generator | None = None) -> int:
+        """Myopic best response ``argmax_a R[a, :] @ p``; ties broken by ``rng`` (else first)."""
+        values = self.payoff @ np.asarray(p, dtype=float)
+        return argmax_random(values, rng)
+
+
+def argmax_random(values: np.ndarray, rng: np.random.Generator | None = None,
+                  tol: float = 1e-12) -> int:
+    """Index of the maximum; ties (within ``tol``) broken uniformly with ``rng`` (spec pitfall:
+    tie-breaking by action order biases results), or the first one if ``rng`` is None."""
+    values = np.asarray(values, dtype=float)
+    best = np.flatnonzero(values >= values.max() - tol)
+    if rng is None or best.size == 1:
+        return int(best[0])
+    return int(best[rng.integers(best.size)])
+
+
+def rps_beats(action: int) -> int:
+    """The RPS action that beats ``action`` (Rock 0 < Paper 1 < Scissors 2 < Rock)."""
+    return (action + 1) % 3
+
+
+def rps_beaten_by(action: int) -> int:
+    """The RPS action that ``action`` beats."""
+    return (action - 1) % 3
+
+
+def make_game(name: str, kind: str, actions: Sequence[str], payoff: Sequence[Sequence[float]],
+              partner_payoff: Sequence[Sequence[float]],
+              synonyms: Mapping[str, Sequence[str]] | None = None) -> Game:
+    """A :class:`Game` from parameter lists (``functional_tom.games.<name>``)."""
+    return Game(name=name, kind=kind, actions=tuple(actions), payoff=np.asarray(payoff, float),
+                partner_payoff=np.asarray(partner_payoff, float),
+                synonyms={k: tuple(v) for k, v in (synonyms or {}).items()})
+
+
+def default_games() -> dict[str, Game]:
+    """The paper's three games with their default payoffs (also the parameter defaults)."""
+    return {
+        "rps": make_game("rps", "rps", ["Rock", "Paper", "Scissors"],
+                         [[0, -1, 1], [1, 0, -1], [-1, 1, 0]],
+                         [[0, -1, 1], [1, 0, -1], [-1, 1, 0]]),
+        "ibs": make_game("ibs", "ibs", ["A0", "A1"], [[10, 0], [0, 7]], [[7, 0], [0, 10]]),
+        "ipd": make_game("ipd", "ipd", ["Cooperate", "Defect"], [[8, 0], [10, 5]],
+                         [[8, 0], [10, 5]]),
+    }
