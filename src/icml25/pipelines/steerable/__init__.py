@@ -1,0 +1,1 @@
+"""steerable: SE(d)-equivariant steerable transformers (Kundu & Kondor, ICML 2025)."""
