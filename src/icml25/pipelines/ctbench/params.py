@@ -1,0 +1,151 @@
+"""Parameters of the ctbench pipeline (``conf/*/parameters_ctbench.yml``), validated once.
+
+Choices the spec leaves open are parameters here: the network, the per-ε training settings and
+per-method overrides, the certification budget (PGD steps/restarts, size of the full-CROWN
+subset) and the model-selection rule (validation split instead of the test set).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from icml25.core.claims import ClaimSpec
+from icml25.core.params import ParamsModel, Seeds
+from icml25.pipelines.ctbench.certified_training import METHODS
+from icml25.pipelines.ctbench.networks import NETWORKS
+
+#: The ε settings the pipeline wires (one train + certify node pair per method and setting).
+SETTINGS = ("eps0_1", "eps0_3")
+
+
+class DataParams(ParamsModel):
+    dataset: Literal["mnist5k", "digits"] = "mnist5k"
+    test_fraction: float = Field(default=0.2, gt=0, lt=1)
+    val_fraction: float = Field(default=0.08, gt=0, lt=1)
+    split_seed: int = Field(default=0, ge=0)
+    cache: str | None = "data/01_raw/ctbench/mnist5k.npz"
+    max_train: int | None = Field(default=None, gt=1)
+    max_test: int | None = Field(default=None, gt=1)
+
+    @model_validator(mode="after")
+    def _fractions(self) -> DataParams:
+        if self.test_fraction + self.val_fraction >= 1:
+            raise ValueError("test_fraction + val_fraction must leave training data (< 1)")
+        return self
+
+
+class NetworkParams(ParamsModel):
+    name: Literal[NETWORKS] = "mlp"  # type: ignore[valid-type]
+    width: int = Field(default=256, gt=0)
+    depth: int = Field(default=2, ge=1)
+    linear: int = Field(default=100, gt=0)
+    batch_norm: bool = False
+
+
+class MethodParams(ParamsModel):
+    role: Literal["method", "baseline"] = "method"
+    robust_weight: float = Field(default=0.7, ge=0, le=1)
+    l1: float = Field(default=0.0, ge=0)
+    fast_init: bool = True
+    fast_reg: float = Field(default=0.5, ge=0)
+    eps_shrinkage: float = Field(default=0.4, gt=0, le=1)
+    ibp_coef: float = Field(default=0.1, ge=0, le=1)
+    attack_range_scale: float = Field(default=1.0, gt=0)
+    train_steps: int = Field(default=5, ge=1)
+    restarts: int = Field(default=1, ge=1)
+
+
+class SettingParams(ParamsModel):
+    eps_test: float = Field(ge=0, le=1)
+    eps_train: float = Field(ge=0, le=1)
+    methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("methods")
+    @classmethod
+    def _overrides(cls, methods: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        unknown = sorted(set(methods) - set(METHODS))
+        if unknown:
+            raise ValueError(f"overrides for unknown methods {unknown}; known: {list(METHODS)}")
+        for name, override in methods.items():
+            try:  # every MethodParams field has a default: this checks the overridden values
+                MethodParams.model_validate(override)
+            except ValidationError as err:
+                detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                   for e in err.errors())
+                raise ValueError(f"{name}: {detail}") from None
+        return methods
+
+    @model_validator(mode="after")
+    def _eps(self) -> SettingParams:
+        if self.eps_train < self.eps_test:
+            raise ValueError(f"eps_train {self.eps_train} < eps_test {self.eps_test}: the "
+                             "model would never be trained at the certified radius")
+        return self
+
+
+class TrainParams(ParamsModel):
+    epochs: int = Field(gt=0)
+    batch_size: int = Field(gt=1)
+    ramp_start: int = Field(ge=0)
+    ramp_end: int = Field(gt=0)
+    milestones: list[int] = Field(default_factory=list)
+    lr: float = Field(default=5e-4, gt=0)
+    lr_decay: float = Field(default=0.2, gt=0, le=1)
+    grad_clip: float = Field(default=10.0, gt=0)
+    selection: Literal["best_val", "final"] = "best_val"
+    val_pgd_steps: int = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> TrainParams:
+        if not self.ramp_start < self.ramp_end <= self.epochs:
+            raise ValueError(f"need ramp_start < ramp_end <= epochs, got {self.ramp_start}, "
+                             f"{self.ramp_end}, {self.epochs}")
+        if any(not 0 < m <= self.epochs for m in self.milestones):
+            raise ValueError(f"milestones {self.milestones} must lie in 1..epochs")
+        return self
+
+
+class CertParams(ParamsModel):
+    pgd_steps: int = Field(default=20, ge=1)
+    pgd_restarts: int = Field(default=3, ge=1)
+    crown_samples: int = Field(default=100, ge=0)
+    crown_chunk: int = Field(default=8, ge=1)
+    batch_size: int = Field(default=250, ge=1)
+    subset_seed: int = Field(default=0, ge=0)
+
+
+class CtbenchParams(ParamsModel):
+    seeds: Seeds
+    device: str = "cpu"
+    num_threads: int = Field(default=1, ge=0)
+    parallel_seeds: int = Field(default=1, ge=1)
+    progress: bool = True
+    data: DataParams
+    network: NetworkParams
+    settings: dict[str, SettingParams]
+    train: TrainParams
+    methods: dict[str, MethodParams]
+    cert: CertParams
+    claims: list[ClaimSpec] = Field(min_length=1)
+
+    @field_validator("settings")
+    @classmethod
+    def _settings(cls, settings: dict[str, SettingParams]) -> dict[str, SettingParams]:
+        if set(settings) != set(SETTINGS):
+            raise ValueError(f"settings must be exactly {list(SETTINGS)}, got {sorted(settings)}")
+        return settings
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, methods: dict[str, MethodParams]) -> dict[str, MethodParams]:
+        if set(methods) != set(METHODS):
+            raise ValueError(f"methods must be exactly {list(METHODS)}, got {sorted(methods)}")
+        return methods
+
+    def method(self, setting: str, name: str) -> MethodParams:
+        """A method's parameters with the setting's overrides applied (validated again)."""
+        base = self.methods[name].model_dump()
+        base.update(self.settings[setting].methods.get(name, {}))
+        return MethodParams.model_validate(base)

@@ -1,0 +1,195 @@
+"""Parameters of the vga pipeline (``conf/*/parameters_vga.yml``), validated once before any work.
+
+Every choice the spec marks unconfirmed (training layout per task, pair arrangement, sampler
+densities) is a parameter here; infeasible settings (a task whose classes cannot all occur at
+the configured graph sizes, an unknown layout) fail with the full key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from icml25.core.claims import ClaimSpec
+from icml25.core.params import ParamsModel, Seeds
+from icml25.pipelines.vga.graphs import MAX_DP_NODES, TASKS, GraphTaskError, check_task_sizes
+
+#: The trained vision variants, in wiring order (one train and one evaluate node each).
+MODELS = ("cnn", "vit")
+Layout = Literal["kk", "planar", "random"]
+
+
+class TaskParams(ParamsModel):
+    p: tuple[float, float] = Field(description="range of the G(n, p) edge probability")
+    train_layout: Layout
+    eval_layouts: list[Layout] = Field(min_length=1)
+    test_layout: Layout
+
+    @field_validator("p")
+    @classmethod
+    def _p(cls, p: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < p[0] <= p[1] <= 1:
+            raise ValueError(f"p must be (low, high) with 0 < low <= high <= 1, got {p}")
+        return p
+
+    @model_validator(mode="after")
+    def _layouts(self) -> TaskParams:
+        if len(set(self.eval_layouts)) != len(self.eval_layouts):
+            raise ValueError(f"eval_layouts {self.eval_layouts} repeat a layout")
+        if self.train_layout not in self.eval_layouts:
+            raise ValueError(f"eval_layouts {self.eval_layouts} must include the train_layout "
+                             f"{self.train_layout!r} (the in-distribution control)")
+        if self.test_layout not in self.eval_layouts:
+            raise ValueError(f"test_layout {self.test_layout!r} is not in eval_layouts "
+                             f"{self.eval_layouts}")
+        return self
+
+
+class SizesParams(ParamsModel):
+    train: int = Field(gt=0)
+    val: int = Field(gt=0)
+    test: int = Field(gt=0)
+
+
+class DataParams(ParamsModel):
+    seed: int = Field(ge=0)
+    n_nodes: list[int] = Field(min_length=1)
+    sizes: SizesParams
+    max_attempts_per_sample: int = Field(default=500, gt=0)
+    n_brute_force: int = Field(default=20, ge=0)
+    pair_left_layout: Layout = "kk"
+    random_min_dist_radii: float = Field(default=3.0, ge=0)
+    tasks: dict[str, TaskParams] = Field(min_length=1)
+
+    @field_validator("n_nodes")
+    @classmethod
+    def _n_nodes(cls, n_nodes: list[int]) -> list[int]:
+        if any(n < 4 or n > MAX_DP_NODES for n in n_nodes) or len(set(n_nodes)) != len(n_nodes):
+            raise ValueError(f"n_nodes must be distinct sizes in 4..{MAX_DP_NODES}, got {n_nodes}")
+        return n_nodes
+
+    @model_validator(mode="after")
+    def _tasks(self) -> DataParams:
+        unknown = sorted(set(self.tasks) - set(TASKS))
+        if unknown:
+            raise ValueError(f"unknown tasks {unknown}; known: {list(TASKS)}")
+        for task in self.tasks:
+            try:
+                check_task_sizes(task, self.n_nodes)
+            except GraphTaskError as err:
+                raise ValueError(f"vga.data.tasks.{task}: {err}") from None
+        return self
+
+
+class RenderParams(ParamsModel):
+    size: int = Field(ge=32, le=1024)
+    node_radius: float = Field(default=2.5, gt=0)
+    edge_width: float = Field(default=1.0, gt=0)
+    supersample: int = Field(default=4, ge=1, le=8)
+    backend: Literal["pil", "matplotlib"] = "pil"
+    fill: float = Field(default=0.84, gt=0, le=1)
+
+
+class ModelParams(ParamsModel):
+    kind: Literal["cnn", "vit"]
+    lr: float = Field(gt=0)
+    widths: list[int] | None = None
+    depths: list[int] | None = None
+    patch: int | None = Field(default=None, gt=0)
+    dim: int | None = Field(default=None, gt=0)
+    depth: int | None = Field(default=None, gt=0)
+    heads: int | None = Field(default=None, gt=0)
+    mlp: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelParams:
+        if self.kind == "cnn":
+            if not self.widths or not self.depths or len(self.widths) != len(self.depths):
+                raise ValueError("cnn needs widths and depths of the same non-zero length")
+            if min(self.widths) < 1 or min(self.depths) < 1:
+                raise ValueError("cnn widths and depths must be positive")
+        else:
+            missing = [k for k in ("patch", "dim", "depth", "heads", "mlp")
+                       if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"vit needs {missing}")
+            if self.dim % self.heads:
+                raise ValueError(f"vit dim {self.dim} is not divisible by heads {self.heads}")
+        return self
+
+    def model_kwargs(self, image_size: int) -> dict:
+        if self.kind == "cnn":
+            return {"widths": list(self.widths), "depths": list(self.depths)}
+        return {"image_size": image_size, "patch": self.patch, "dim": self.dim,
+                "depth": self.depth, "heads": self.heads, "mlp": self.mlp}
+
+
+class TrainParams(ParamsModel):
+    epochs: int = Field(gt=0)
+    batch_size: int = Field(gt=0)
+    weight_decay: float = Field(default=0.05, ge=0)
+    warmup_epochs: float = Field(default=1.0, ge=0)
+    grad_clip: float | None = Field(default=1.0, ge=0)
+    track_test_each_epoch: bool = True
+    augment: bool = True   # dihedral symmetries (spec: legitimate, unused by the paper)
+
+
+class BaselineParams(ParamsModel):
+    lr_c: float = Field(default=1.0, gt=0)
+
+
+class MllmParams(ParamsModel):
+    enabled: bool = False
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = "VGA_MLLM_API_KEY"
+    n_per_task: int = Field(default=100, gt=0)
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float = Field(default=0.0, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    retries: int = Field(default=2, ge=0)
+    seed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> MllmParams:
+        if self.enabled and not (self.base_url and self.model):
+            raise ValueError("enabled needs base_url and model (an OpenAI-compatible endpoint)")
+        return self
+
+
+class VgaParams(ParamsModel):
+    seeds: Seeds
+    device: str = "auto"
+    num_threads: int = Field(default=1, ge=0)
+    progress: bool = True
+    data: DataParams
+    render: RenderParams
+    models: dict[str, ModelParams]
+    train: TrainParams
+    baselines: BaselineParams = BaselineParams()
+    mllm: MllmParams = MllmParams()
+    gap_tasks: list[str] = Field(default=["ham_path", "ham_cycle", "shortest_path", "chordless"])
+    examples_per_task: int = Field(default=4, ge=1, le=12)
+    claims: list[ClaimSpec] = Field(min_length=1)
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, models: dict[str, ModelParams]) -> dict[str, ModelParams]:
+        if set(models) != set(MODELS):
+            raise ValueError(f"models must be exactly {list(MODELS)}, got {sorted(models)}")
+        for name, spec in models.items():
+            if spec.kind != name:
+                raise ValueError(f"models.{name}.kind must be {name!r}")
+        return models
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VgaParams:
+        unknown = sorted(set(self.gap_tasks) - set(self.data.tasks))
+        if unknown:
+            raise ValueError(f"vga.gap_tasks {unknown} are not among vga.data.tasks")
+        vit = self.models["vit"]
+        if self.render.size % vit.patch:
+            raise ValueError(f"vga.render.size {self.render.size} is not divisible by "
+                             f"vga.models.vit.patch {vit.patch}")
+        return self
