@@ -1,0 +1,557 @@
+"""Kedro nodes of the sortformer pipeline: thin wrappers around the method modules.
+
+Each node validates ``params:sortformer`` into :class:`SortformerParams`, does one step of the
+spec's pipeline sketch and returns tables, dicts or state dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from functools import partial
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.pipelines.sortformer import msasr
+from icml25.pipelines.sortformer.clustering import cluster_diarize
+from icml25.pipelines.sortformer.diarizer_training import (
+    OptimConfig,
+    arrival_f1,
+    infer,
+    train_diarizer,
+)
+from icml25.pipelines.sortformer.features import log_mel
+from icml25.pipelines.sortformer.model import Diarizer, DiarizerConfig, output_frames
+from icml25.pipelines.sortformer.params import ROLES, VARIANTS, SortformerParams
+from icml25.pipelines.sortformer.postprocessing import (
+    PostProcessing,
+    probabilities_to_segments,
+    random_search,
+)
+from icml25.pipelines.sortformer.rttm import frames_to_segments
+from icml25.pipelines.sortformer.scoring import count_accuracy, cpwer, der_components
+from icml25.pipelines.sortformer.simulator import (
+    SimConfig,
+    render_session,
+    session_labels,
+    session_rttm,
+    session_segments,
+    session_stats,
+    simulate_split,
+)
+from icml25.pipelines.sortformer.speaker_bank import (
+    build_bank,
+    from_bytes,
+    make_speakers,
+)
+
+matplotlib.use("Agg")
+logger = logging.getLogger(__name__)
+PIPELINE = "sortformer"
+EVAL_SPLITS = ("test", "test_inpool")
+
+
+def _params(params: dict[str, Any]) -> SortformerParams:
+    return validate_parameters(SortformerParams, params, PIPELINE)
+
+
+def _audio(utterances: pd.DataFrame) -> dict[str, np.ndarray]:
+    required = {"utterance", "speaker", "split", "kind", "n_samples", "audio"}
+    missing = required - set(utterances.columns)
+    if missing or utterances.empty:
+        raise ValueError(f"speaker bank: empty or missing columns {sorted(missing)}")
+    return {r.utterance: from_bytes(r.audio) for r in utterances.itertuples()}
+
+
+# -- 1. data ---------------------------------------------------------------------------------
+
+def build_speaker_bank(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """TTS identities (train/test disjoint) and their trimmed utterances (sentences and words)."""
+    p = _params(params)
+    s = p.speakers
+    specs = make_speakers(s.n_train, s.n_test, s.seed, s.train_variants, s.test_variants,
+                          s.train_pitches, s.test_pitches, s.espeak_voices, s.train_flite,
+                          s.test_flite, s.flite_share)
+    bank = build_bank(specs, s.n_utterances, tuple(s.words_range), s.seed,
+                      asr_words=p.msasr.enabled, progress=p.progress, workers=s.workers)
+    speakers = pd.DataFrame([asdict(x) for x in specs])
+    return speakers, bank
+
+
+def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: dict[str, Any]
+                      ) -> tuple[pd.DataFrame, str, dict[str, Any]]:
+    """Session metadata of every split, their RTTM and the measured overlap/silence ratios."""
+    p = _params(params)
+    sim = p.sim
+    cfg = SimConfig(duration_s=sim.duration_s, count_weights=tuple(sim.count_weights),
+                    p_switch=sim.p_switch, p_overlap=sim.p_overlap,
+                    overlap_range=tuple(sim.overlap_range), silence_mean_s=sim.silence_mean_s,
+                    gain_db=sim.gain_db, snr_range=tuple(sim.snr_range), rir=sim.rir,
+                    rt60_range=tuple(sim.rt60_range))
+    train_spk = sorted(speakers.loc[speakers["split"] == "train", "speaker"])
+    test_spk = sorted(speakers.loc[speakers["split"] == "test", "speaker"])
+    plan = {"train": (train_spk, sim.n_train), "val": (train_spk, sim.n_val),
+            "test": (test_spk, sim.n_test), "test_inpool": (train_spk, sim.n_test_inpool)}
+    frames = [simulate_split(utterances, spk, n, cfg, sim.seed + 1000 * i, split)
+              for i, (split, (spk, n)) in enumerate(plan.items())]
+    sessions = pd.concat(frames, ignore_index=True)
+    stats = {split: session_stats(sessions[sessions["split"] == split]) for split in plan}
+    stats["targets"] = {"overlap_ratio": 0.12, "silence_ratio": 0.10}
+    logger.info("sortformer sessions: %s", {k: (round(v["overlap_ratio"], 3),
+                                                round(v["silence_ratio"], 3))
+                                            for k, v in stats.items() if k != "targets"})
+    return sessions, session_rttm(sessions), stats
+
+
+def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: dict[str, Any]
+                     ) -> dict[str, dict[str, list]]:
+    """Render every session and compute its log-mel and 80 ms labels (kept in memory)."""
+    p = _params(params)
+    audio = _audio(utterances)
+    out: dict[str, dict[str, list]] = {}
+    groups = list(sessions.groupby(["split", "session"], sort=True))
+    for (split, name), g in tqdm(groups, desc="sortformer: render + features",
+                                 disable=not p.progress, mininterval=2):
+        d = out.setdefault(split, {"names": [], "feats": [], "labels": []})
+        d["names"].append(name)
+        d["feats"].append(log_mel(render_session(g, audio), p.model.n_mels))
+        d["labels"].append(session_labels(g, p.max_speakers, p.frame_s))
+    return out
+
+
+# -- 2. diarizers ----------------------------------------------------------------------------
+
+def _model_cfg(p: SortformerParams) -> DiarizerConfig:
+    m = p.model
+    return DiarizerConfig(n_mels=m.n_mels, conv_channels=m.conv_channels, d_model=m.d_model,
+                          n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
+                          dropout=m.dropout, n_speakers=p.max_speakers, encoder=m.encoder)
+
+
+def _optim(o) -> OptimConfig:
+    return OptimConfig(lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay,
+                       warmup_steps=o.warmup_steps, min_lr=o.min_lr, epochs=o.epochs,
+                       batch_size=o.batch_size, grad_clip=o.grad_clip)
+
+
+def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], variant: str
+                  ) -> dict[str, dict[str, Any]]:
+    """One diarizer per seed trained with the variant's loss -> ``{seed_<s>: state + metadata}``."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    loss = variant
+    if variant == "hybrid":
+        alpha = p.loss.ats_weight / (p.loss.ats_weight + p.loss.pil_weight)
+        loss = f"hybrid:{alpha}"
+    train = features["train"]
+    out = {}
+    for seed in p.seeds:
+        seed_everything(seed)
+        start = time.perf_counter()
+        model, result = train_diarizer(train["feats"], train["labels"], loss, _model_cfg(p),
+                                       _optim(p.optim), seed, p.loss.pil_match, p.progress,
+                                       str(device))
+        out[f"seed_{seed}"] = {
+            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "metadata": {"variant": variant, "seed": seed, "loss": loss,
+                         "config": _model_cfg(p).to_dict(), "history": result.history,
+                         "train_seconds": time.perf_counter() - start,
+                         "steps": result.steps_done}}
+    return out
+
+
+def _load(entry: Any) -> Diarizer:
+    entry = entry() if callable(entry) else entry
+    model = Diarizer(DiarizerConfig(**entry["metadata"]["config"]))
+    model.load_state_dict(entry["state_dict"])
+    return model.eval()
+
+
+def _scores(probs, labels, names, sessions, pp: PostProcessing, frame_s: float
+            ) -> dict[str, float]:
+    by = {n: g for n, g in sessions.groupby("session")}
+    refs = [session_segments(by[n]) for n in names]
+    hyps = [probabilities_to_segments(pr, pp, frame_s, float(by[n]["duration_s"].iloc[0]))
+            for pr, n in zip(probs, names, strict=True)]
+    durs = [float(by[n]["duration_s"].iloc[0]) for n in names]
+    out = {}
+    for c, tag in ((0.25, "c025"), (0.0, "c0")):
+        d = der_components(refs, hyps, durs, c)
+        out[f"der_{tag}"] = d["der"]
+        if c == 0.0:
+            out |= {"miss_c0": d["miss"], "false_alarm_c0": d["false_alarm"],
+                    "confusion_c0": d["confusion"]}
+    ov = [i for i, n in enumerate(names) if _has_overlap(labels[i])]
+    if ov:
+        out["der_c025_overlap"] = der_components([refs[i] for i in ov], [hyps[i] for i in ov],
+                                                 [durs[i] for i in ov], 0.25)["der"]
+    else:
+        out["der_c025_overlap"] = float("nan")
+    out["count_accuracy"] = count_accuracy(refs, hyps)
+    binar = [(np.asarray(h_p) >= 0.5).astype(np.float32) for h_p in probs]
+    out |= arrival_f1(binar, labels)
+    out["f1_gap"] = out["f1_pil"] - out["f1_ats"]
+    return out
+
+
+def _has_overlap(labels: np.ndarray) -> bool:
+    return bool((np.asarray(labels).sum(axis=1) >= 2).any())
+
+
+def _val_der(probs, val, sessions, frame_s, pp: PostProcessing) -> float:
+    return _scores(probs, val["labels"], val["names"], sessions, pp, frame_s)["der_c025"]
+
+
+def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFrame,
+                       params: dict[str, Any], *models: dict[str, Any]) -> pd.DataFrame:
+    """Tune post-processing on val per model, then DER/F1/count accuracy on the test splits."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    rows = []
+    jobs = [(key, bundle[key]) for bundle in models for key in sorted(bundle)]
+    val = features["val"]
+    for _, entry in tqdm(jobs, desc="sortformer: evaluate diarizers", disable=not p.progress):
+        model = _load(entry)
+        meta = (entry() if callable(entry) else entry)["metadata"]
+        nf = {s: [y.shape[0] for y in features[s]["labels"]] for s in ("val", *EVAL_SPLITS)}
+        vprobs = infer(model, val["feats"], nf["val"])
+        pp, val_der = random_search(
+            partial(_val_der, vprobs, val, sessions, p.frame_s), p.postprocessing.n_trials,
+            p.postprocessing.seed + meta["seed"])
+        for split in EVAL_SPLITS:
+            d = features[split]
+            probs = infer(model, d["feats"], nf[split])
+            s = _scores(probs, d["labels"], d["names"], sessions, pp, p.frame_s)
+            raw = _scores(probs, d["labels"], d["names"], sessions, PostProcessing(), p.frame_s)
+            rows.append({"variant": meta["variant"], "seed": meta["seed"], "split": split,
+                         **s, "der_c025_nopp": raw["der_c025"], "val_der_c025": val_der,
+                         "pp": json.dumps(pp.to_dict())})
+    return pd.DataFrame(rows)
+
+
+def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
+                            features: dict[str, dict[str, list]], params: dict[str, Any]
+                            ) -> pd.DataFrame:
+    """VAD + MFCC windows + agglomerative clustering; threshold tuned on val; oracle-K variant."""
+    p = _params(params)
+    c = p.clustering
+    audio = _audio(utterances)
+    by = {n: g for n, g in sessions.groupby("session")}
+    kw = {"frame_s": p.frame_s, "vad_db": c.vad_db, "window_s": c.window_s, "hop_s": c.hop_s,
+          "n_mfcc": c.n_mfcc}
+    rendered: dict[str, np.ndarray] = {}
+
+    def wav(name):
+        if name not in rendered:
+            rendered[name] = render_session(by[name], audio)
+        return rendered[name]
+
+    def frames_of(split, **extra):
+        out = []
+        for n, y in zip(features[split]["names"], features[split]["labels"], strict=True):
+            f = cluster_diarize(wav(n), **kw, **extra)[: y.shape[0]]
+            out.append(np.pad(f, ((0, y.shape[0] - f.shape[0]), (0, 0))))
+        return out
+
+    def scores(split, frames):
+        d = features[split]
+        hyps_as_probs = frames
+        s = _scores_frames(hyps_as_probs, d["labels"], d["names"], sessions, p.frame_s,
+                           p.max_speakers)
+        return s
+
+    val_der = {}
+    for th in tqdm(c.thresholds, desc="sortformer: tune clustering threshold",
+                   disable=not p.progress):
+        val_der[th] = scores("val", frames_of("val", threshold=th))["der_c025"]
+    best = min(val_der, key=val_der.get)
+    rows = []
+    for split in EVAL_SPLITS:
+        s = scores(split, frames_of(split, threshold=best))
+        rows.append({"variant": "clustering", "seed": 0, "split": split, **s,
+                     "der_c025_nopp": s["der_c025"], "val_der_c025": val_der[best],
+                     "pp": f"threshold={best}"})
+        oracle = []
+        for n, y in zip(features[split]["names"], features[split]["labels"], strict=True):
+            k = int(by[n]["speaker"].nunique())
+            f = cluster_diarize(wav(n), n_clusters=k, **kw)[: y.shape[0]]
+            oracle.append(np.pad(f, ((0, y.shape[0] - f.shape[0]), (0, 0))))
+        s = scores(split, oracle)
+        rows.append({"variant": "clustering_oracle_k", "seed": 0, "split": split, **s,
+                     "der_c025_nopp": s["der_c025"], "val_der_c025": float("nan"),
+                     "pp": "oracle number of speakers"})
+    return pd.DataFrame(rows)
+
+
+def _scores_frames(frames, labels, names, sessions, frame_s, k):
+    """Scores of hard (frames, n_clusters) outputs: DER on all columns, F1 on the first K."""
+    probs = []
+    for f in frames:
+        f = f[:, :k]
+        probs.append(np.pad(f, ((0, 0), (0, k - f.shape[1]))))
+    s = _scores(probs, labels, names, sessions, PostProcessing(), frame_s)
+    by = {n: g for n, g in sessions.groupby("session")}
+    refs = [session_segments(by[n]) for n in names]
+    hyps = [frames_to_segments(f, frame_s) for f in frames]
+    durs = [float(by[n]["duration_s"].iloc[0]) for n in names]
+    for c, tag in ((0.25, "c025"), (0.0, "c0")):
+        d = der_components(refs, hyps, durs, c)
+        s[f"der_{tag}"] = d["der"]
+        if c == 0.0:
+            s |= {"miss_c0": d["miss"], "false_alarm_c0": d["false_alarm"],
+                  "confusion_c0": d["confusion"]}
+    ov = [i for i, y in enumerate(labels) if _has_overlap(y)]
+    s["der_c025_overlap"] = (der_components([refs[i] for i in ov], [hyps[i] for i in ov],
+                                            [durs[i] for i in ov], 0.25)["der"]
+                             if ov else float("nan"))
+    s["count_accuracy"] = count_accuracy(refs, hyps)
+    return s
+
+
+# -- 3. multi-speaker ASR --------------------------------------------------------------------
+
+def build_word_mixtures(utterances: pd.DataFrame, speakers: pd.DataFrame,
+                        params: dict[str, Any]) -> pd.DataFrame:
+    """LibriSpeechMix-style 1-3 speaker mixtures of isolated words (train: train speakers,
+    test: unseen speakers)."""
+    p = _params(params)
+    m = p.msasr
+    if not m.enabled:
+        return pd.DataFrame(columns=["mixture", "split"])
+    train_spk = sorted(speakers.loc[speakers["split"] == "train", "speaker"])
+    test_spk = sorted(speakers.loc[speakers["split"] == "test", "speaker"])
+    return pd.concat([
+        msasr.build_mixtures(utterances, train_spk, m.n_train, m.count_weights, m.seed, "train"),
+        msasr.build_mixtures(utterances, test_spk, m.n_test, m.count_weights, m.seed + 1, "test"),
+    ], ignore_index=True)
+
+
+def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
+                         hybrid_models: dict[str, Any], params: dict[str, Any]) -> pd.DataFrame:
+    """AED without kernels, with the (frozen) hybrid diarizer's kernels and with oracle kernels;
+    cpWER on unseen-speaker mixtures by number of speakers."""
+    p = _params(params)
+    m = p.msasr
+    cols = ["variant", "seed", "n_speakers", "cpwer", "errors_words"]
+    if not m.enabled:
+        return pd.DataFrame(columns=cols)
+    set_threads(p.num_threads)
+    audio = _audio(utterances)
+    data: dict[str, dict[str, list]] = {}
+    for (split, _), g in mixtures.groupby(["split", "mixture"], sort=True):
+        d = data.setdefault(split, {"feats": [], "tokens": [], "refs": [], "n": [], "oracle": []})
+        wav = msasr.render_mixture(g, audio)
+        f = log_mel(wav, m.model.n_mels)
+        d["feats"].append(f)
+        d["tokens"].append(msasr.sst_tokens(g))
+        d["refs"].append(msasr.reference_transcripts(g))
+        d["n"].append(int(g["n_speakers"].iloc[0]))
+        d["oracle"].append(msasr.mixture_labels(g, output_frames(f.shape[0]), p.max_speakers))
+        d.setdefault("diar_feats", []).append(log_mel(wav, p.model.n_mels))
+    cfg = msasr.AsrConfig(n_mels=m.model.n_mels, conv_channels=m.model.conv_channels,
+                          d_model=m.model.d_model, enc_layers=m.model.enc_layers,
+                          dec_layers=m.model.dec_layers, n_heads=m.model.n_heads,
+                          d_ff=m.model.d_ff, dropout=m.model.dropout,
+                          n_speakers=p.max_speakers, kernel_scale=m.model.kernel_scale,
+                          unit_rows=m.model.unit_rows, inject_at=m.model.inject_at,
+                          label_smoothing=m.model.label_smoothing)
+    rows = []
+    for seed in p.seeds:
+        seed_everything(seed)
+        diarizer = _load(hybrid_models[f"seed_{seed}"])
+        kernels = {"asr_none": None, "asr_oracle": {s: data[s]["oracle"] for s in data},
+                   "asr_sortformer": {s: infer(diarizer, data[s]["diar_feats"],
+                                               [o.shape[0] for o in data[s]["oracle"]])
+                                      for s in data}}
+        for variant, probs in kernels.items():
+            model, _ = msasr.train_asr(data["train"]["feats"],
+                                       None if probs is None else probs["train"],
+                                       data["train"]["tokens"], cfg, _optim(m.optim), seed,
+                                       p.progress, desc=f"sortformer: {variant} (seed {seed})")
+            hyp_tokens = msasr.transcribe(model, data["test"]["feats"],
+                                          None if probs is None else probs["test"])
+            hyps = [msasr.tokens_to_transcripts(t) for t in hyp_tokens]
+            refs = data["test"]["refs"]
+            ns = np.asarray(data["test"]["n"])
+            rows.append({"variant": variant, "seed": seed, "n_speakers": 0,
+                         "cpwer": cpwer(refs, hyps), "errors_words": len(refs)})
+            for k in sorted(set(ns.tolist())):
+                idx = np.flatnonzero(ns == k)
+                rows.append({"variant": variant, "seed": seed, "n_speakers": k,
+                             "cpwer": cpwer([refs[i] for i in idx], [hyps[i] for i in idx]),
+                             "errors_words": len(idx)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# -- 4. report -------------------------------------------------------------------------------
+
+def _diar_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
+    names = ["der_c025", "der_c0", "miss_c0", "false_alarm_c0", "confusion_c0",
+             "der_c025_overlap", "der_c025_nopp", "count_accuracy", "f1_pil", "f1_ats", "f1_gap"]
+    out: dict[str, dict[str, list[float]]] = {}
+    for variant, g in table.groupby("variant", sort=False):
+        d = out.setdefault(str(variant), {})
+        for split, gs in g.groupby("split"):
+            suffix = "test" if split == "test" else "inpool"
+            gs = gs.sort_values("seed")
+            for n in names:
+                d[f"{n}_{suffix}"] = [float(x) for x in gs[n]]
+    return out
+
+
+def _asr_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    for (variant, k), g in table.groupby(["variant", "n_speakers"]):
+        name = "cpwer_all" if k == 0 else f"cpwer_{k}spk"
+        out.setdefault(str(variant), {})[name] = [float(x) for x in g.sort_values("seed")["cpwer"]]
+    return out
+
+
+def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
+                 cpwer_table: pd.DataFrame, stats: dict[str, Any], params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs."""
+    p = _params(params)
+    diar = _diar_metrics(pd.concat([der_table, clustering_table], ignore_index=True))
+    asr = _asr_metrics(cpwer_table)
+    metrics = {**diar, **asr}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+                           p.seeds, title="Sortformer (ICML 2025)",
+                           figures=["figures/activity.png", "figures/der_by_speakers.png",
+                                    "figures/f1_ats_vs_pil.png"])
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                            extra={"session_stats": stats,
+                                   "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp
+                                                       for r in der_table.itertuples()
+                                                       if r.split == "test"}})
+    if mlflow.active_run() is not None:
+        for group in (diar, asr):
+            if not group:
+                continue
+            means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in group.items()}
+            log_variants(PIPELINE, means, {v: ROLES.get(v, "baseline") for v in means},
+                         params_by_variant={v: _variant_params(p, v) for v in means})
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
+                     "overlap_ratio_train": stats["train"]["overlap_ratio"],
+                     "silence_ratio_train": stats["train"]["silence_ratio"]})
+    return report, claims
+
+
+def _variant_params(p: SortformerParams, variant: str) -> dict[str, Any]:
+    if variant in VARIANTS:
+        return {"loss": variant, "model": p.model.model_dump(), "optim": p.optim.model_dump(),
+                "pil_match": p.loss.pil_match}
+    if variant.startswith("clustering"):
+        return p.clustering.model_dump()
+    return {"kernels": variant.removeprefix("asr_"), "model": p.msasr.model.model_dump()}
+
+
+def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
+    """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
+    if mlflow.active_run() is None:
+        return
+    for bundle in models:
+        for key in sorted(bundle):
+            entry = bundle[key]() if callable(bundle[key]) else bundle[key]
+            meta = entry["metadata"]
+            with variant_run(meta["variant"], run_name=f"{meta['variant']}/training/seed "
+                             f"{meta['seed']}", role=ROLES[meta["variant"]], pipeline=PIPELINE,
+                             params={"seed": meta["seed"], "steps": meta["steps"],
+                                     "train_seconds": round(meta["train_seconds"], 1)}):
+                for h in meta["history"]:
+                    if "train_loss" in h:
+                        log_metrics({"train_loss": h["train_loss"]}, step=int(h["step"]))
+
+
+def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
+                 clustering_table: pd.DataFrame, sessions: pd.DataFrame, params: dict[str, Any],
+                 *models: dict[str, Any]) -> dict[str, Any]:
+    """Activity heatmaps (reference vs each variant) for three test sessions, DER by number of
+    speakers, F1_ats against F1_pil."""
+    import matplotlib.pyplot as plt
+
+    p = _params(params)
+    set_threads(p.num_threads)
+    test = features["test"]
+    counts = [int((y.sum(0) > 0).sum()) for y in test["labels"]]
+    picks = [i for i, c in enumerate(counts) if c >= 3][:3] or list(range(min(3, len(counts))))
+    loaded = {}
+    for bundle in models:
+        key = sorted(bundle)[0]
+        entry = bundle[key]() if callable(bundle[key]) else bundle[key]
+        loaded[entry["metadata"]["variant"]] = _load(entry)
+    fig, axes = plt.subplots(len(picks), 1 + len(loaded), figsize=(3.2 * (1 + len(loaded)),
+                                                                   1.8 * len(picks)),
+                             squeeze=False)
+    nf = [y.shape[0] for y in test["labels"]]
+    probs = {v: infer(m, [test["feats"][i] for i in picks], [nf[i] for i in picks])
+             for v, m in loaded.items()}
+    for r, i in enumerate(picks):
+        axes[r, 0].imshow(test["labels"][i].T, aspect="auto", interpolation="nearest",
+                          cmap="Greys", vmin=0, vmax=1)
+        axes[r, 0].set_title(f"{test['names'][i]} reference" if r == 0 else test["names"][i],
+                             fontsize=8)
+        for c, (v, pr) in enumerate(probs.items(), start=1):
+            axes[r, c].imshow(pr[r].T, aspect="auto", interpolation="nearest", cmap="viridis",
+                              vmin=0, vmax=1)
+            if r == 0:
+                axes[r, c].set_title(f"{v} (seed {p.seeds[0]})", fontsize=8)
+        for ax in axes[r]:
+            ax.set_yticks(range(p.max_speakers))
+            ax.set_xlabel("80 ms frame", fontsize=7)
+    fig.tight_layout()
+
+    # DER (c=0.25) by number of speakers, first seed, test split, tuned post-processing
+    fig2, ax2 = plt.subplots(figsize=(5, 3.2))
+    by = {n: g for n, g in sessions.groupby("session")}
+    spk = np.asarray([int(by[n]["speaker"].nunique()) for n in test["names"]])
+    for v, m in loaded.items():
+        row = der_table[(der_table["variant"] == v) & (der_table["split"] == "test")
+                        & (der_table["seed"] == p.seeds[0])].iloc[0]
+        pp = PostProcessing(**json.loads(row["pp"]))
+        pr = infer(m, test["feats"], nf)
+        ders = []
+        for k in range(1, p.max_speakers + 1):
+            idx = np.flatnonzero(spk == k)
+            if len(idx) == 0:
+                ders.append(np.nan)
+                continue
+            ders.append(_scores([pr[i] for i in idx], [test["labels"][i] for i in idx],
+                                [test["names"][i] for i in idx], sessions, pp,
+                                p.frame_s)["der_c025"])
+        ax2.plot(range(1, p.max_speakers + 1), ders, marker="o", label=v)
+    ax2.set_xlabel("speakers in session")
+    ax2.set_ylabel("DER (collar 0.25 s)")
+    ax2.set_title("unseen-speaker test sessions", fontsize=9)
+    ax2.legend(fontsize=8)
+    fig2.tight_layout()
+
+    fig3, ax3 = plt.subplots(figsize=(4, 4))
+    table = pd.concat([der_table, clustering_table], ignore_index=True)
+    for v, g in table[table["split"] == "test"].groupby("variant"):
+        ax3.scatter(g["f1_pil"], g["f1_ats"], label=v, s=25)
+    ax3.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax3.set_xlabel("F1 against best permutation (F1_pil)")
+    ax3.set_ylabel("F1 against arrival order (F1_ats)")
+    ax3.legend(fontsize=7)
+    fig3.tight_layout()
+    figures = {"activity.png": fig, "der_by_speakers.png": fig2, "f1_ats_vs_pil.png": fig3}
+    return figures
+
+
+__all__ = ["build_speaker_bank", "build_word_mixtures", "compute_features",
+           "evaluate_diarizers", "judge_claims", "log_training_curves", "plot_figures",
+           "run_clustering_baseline", "simulate_sessions", "train_evaluate_msasr",
+           "train_variant"]
