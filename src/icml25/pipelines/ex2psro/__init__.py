@@ -1,0 +1,1 @@
+"""ex2psro: explicit exploration for high-welfare equilibria in PSRO (ICML 2025)."""

@@ -1,0 +1,206 @@
+"""Node functions of the ex2psro pipeline: thin wrappers around the method modules."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.pipelines.ex2psro.bargaining import (
+    EX2PSRO_INSTANCES,
+    load_game,
+    parse_instances,
+)
+from icml25.pipelines.ex2psro.harvest import HarvestGame
+from icml25.pipelines.ex2psro.meta_solver import regret, welfare
+from icml25.pipelines.ex2psro.params import Ex2psroParams
+from icml25.pipelines.ex2psro.psro import (
+    PSROConfig,
+    cross_evaluate,
+    make_policy,
+    run_psro,
+    train_response,
+)
+from icml25.pipelines.ex2psro.responses import SACConfig
+
+logger = logging.getLogger(__name__)
+PIPELINE = "ex2psro"
+
+
+def _params(params: dict[str, Any]) -> Ex2psroParams:
+    return validate_parameters(Ex2psroParams, params, PIPELINE)
+
+
+def make_instances(params: dict[str, Any]) -> str:
+    """The bargaining instance set, validated, saved as a text file under data/01_raw: the paper's
+    20 instances, or ``game.instances_file`` when given (the Harvest maps are fixed in
+    ``harvest.MAPS``)."""
+    p = _params(params)
+    if p.game.instances_file is None:
+        text = EX2PSRO_INSTANCES
+    else:
+        path = Path(p.game.instances_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"ex2psro.game.instances_file: {path} does not exist")
+        text = path.read_text()
+    try:
+        parse_instances(text)
+    except ValueError as err:
+        raise ValueError(f"ex2psro.game.instances_file ({p.game.instances_file}): {err}") from None
+    return text
+
+
+def _game(p: Ex2psroParams, instances: str):
+    if p.game.name == "harvest":
+        return HarvestGame(p.game.map, p.game.max_steps)
+    return load_game(p.game.name, p.game.discount, instances, p.game.max_turns)
+
+
+def _config(p: Ex2psroParams, explore: str, gro_weight: float) -> PSROConfig:
+    o, e, r = p.oracle, p.explore, p.psro.rrd
+    sac = SACConfig(hidden=tuple(o.hidden), alpha=o.alpha, gamma=o.gamma, lr_pi=o.lr_pi,
+                    lr_q=o.lr_q, tau=o.tau, value_clip=o.value_clip, batch=o.batch)
+    return PSROConfig(
+        iters=p.psro.iters, sims_per_entry=p.psro.sims_per_entry, rrd_lambda_init=r.lambda_init,
+        rrd_lambda_final=r.lambda_final, rrd_steps=r.steps, rrd_dt=r.dt, rrd_max_steps=r.max_iters,
+        oracle_steps=o.steps, learning_starts=o.learning_starts, update_every=o.update_every,
+        buffer_size=o.buffer, sac=sac, explore=explore, n_top=e.n_top, bc_lr=e.bc_lr,
+        bc_batch=e.bc_batch, bc_epochs=e.bc_epochs, bc_min_loss=e.bc_min_loss,
+        lambda0=e.lambda0, k_lambda=e.K_lambda, gro_weight=gro_weight, progress=p.progress)
+
+
+def run_all_psro(instances: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every configured PSRO variant (method, baselines, ablations) for every seed."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    game = _game(p, instances)
+    runs = []
+    for name, method in p.methods.items():
+        for seed in p.seeds:
+            seed_everything(seed)
+            runs.append(run_psro(game, _config(p, method.explore, method.gro_weight), seed, name))
+    return runs
+
+
+def evaluate_runs(runs: list[dict[str, Any]], instances: str,
+                  params: dict[str, Any]) -> dict[str, Any]:
+    """Combined game over every policy of every run plus one unregularised SAC best response
+    to each run's final meta-strategy; per-iteration welfare and regret curves."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    game = _game(p, instances)
+    seed_everything(p.eval.seed)
+    weights: list = [None]  # index 0: the uniform policy every population starts with
+    index = []
+    for run in runs:
+        index.append([0, *list(range(len(weights), len(weights) + len(run["weights"]) - 1))])
+        weights += run["weights"][1:]
+    if p.eval.extra_br_steps > 0:
+        cfg = _config(p, "none", 1.0)
+        cfg = PSROConfig(**{**cfg.__dict__, "oracle_steps": p.eval.extra_br_steps})
+        for r, run in enumerate(runs):
+            population = [make_policy(weights[i]) for i in index[r]]
+            br, _ = train_response(game, population, run["sigma"][-1], cfg,
+                                   p.eval.seed + 7919 * (r + 1), desc=f"extra BR {r + 1}")
+            weights.append(br)
+    combined = cross_evaluate(game, [make_policy(w) for w in weights], p.eval.sims_per_entry,
+                              p.eval.seed, p.progress)
+    rows = []
+    for r, run in enumerate(runs):
+        for k, sigma in enumerate(run["sigma"]):
+            full = np.zeros(len(weights))
+            full[index[r][: len(sigma)]] = sigma
+            rows.append({"method": run["name"], "seed": run["seed"], "iteration": k,
+                         "welfare": welfare(run["payoffs"][: len(sigma), : len(sigma)], sigma),
+                         "welfare_combined": welfare(combined, full),
+                         "regret": regret(combined, full),
+                         "support": int(np.sum(sigma > 1e-3)),
+                         "max_welfare_cell": float(np.max(
+                             run["payoffs"][: len(sigma), : len(sigma)]
+                             + run["payoffs"][: len(sigma), : len(sigma)].T)),
+                         "rrd_lambda": run["rrd_lambda"][k],
+                         "kl_weight": run["kl_weight"][k] if k < len(run["kl_weight"]) else 0.0,
+                         "bc_loss": run["bc_loss"][k] if k < len(run["bc_loss"]) else np.nan,
+                         "kl_end": (run["oracle"][k]["kl_end"] if k < len(run["oracle"])
+                                    else np.nan)})
+    uniform = np.zeros(len(weights))
+    uniform[0] = 1.0
+    random_row = {"welfare": welfare(combined[:1, :1], np.ones(1)),
+                  "welfare_combined": welfare(combined, uniform),
+                  "regret": regret(combined, uniform), "support": 1,
+                  "max_welfare_cell": float(2 * combined[0, 0])}
+    return {"curves": pd.DataFrame(rows), "combined": combined, "random": random_row,
+            "n_policies": len(weights), "n_extra_br": len(weights) - sum(
+                len(run["weights"]) - 1 for run in runs) - 1}
+
+
+FINAL_METRICS = ("welfare", "welfare_combined", "regret", "support", "max_welfare_cell")
+
+
+def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own evaluation; MLflow child runs."""
+    p = _params(params)
+    curves = evaluation["curves"]
+    final = curves[curves["iteration"] == p.psro.iters]
+    metrics: dict[str, dict[str, list[float]]] = {}
+    for name in p.methods:
+        rows = final[final["method"] == name].sort_values("seed")
+        metrics[name] = {f"final_{m}": rows[m].astype(float).tolist() for m in FINAL_METRICS}
+    rnd = evaluation["random"]
+    metrics["random"] = {f"final_{m}": [float(rnd[m])] for m in FINAL_METRICS}
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+                           p.seeds, title="Ex2PSRO (ICML 2025)",
+                           figures=["figures/welfare_regret.png"])
+    curve_table = (curves.groupby(["method", "iteration"])[["welfare", "regret"]]
+                   .agg(["mean", "std"]).reset_index())
+    curve_table.columns = ["_".join(c).strip("_") for c in curve_table.columns]
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+        "curves": curve_table.to_dict(orient="records"),
+        "combined_game_policies": evaluation["n_policies"],
+        "extra_best_responses": evaluation["n_extra_br"],
+        "welfare_scale": "sum of both players' expected returns, sigma^T (U + U^T) sigma"})
+    if mlflow.active_run() is not None:
+        roles = {n: m.role for n, m in p.methods.items()} | {"random": "baseline"}
+        means = {v: {k: float(np.mean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        log_variants(PIPELINE, means, roles,
+                     params_by_variant={n: m.model_dump() for n, m in p.methods.items()})
+        for name in p.methods:
+            with variant_run(name, run_name=f"{name}/curves", role=roles[name], pipeline=PIPELINE):
+                mean = curves[curves["method"] == name].groupby("iteration")[
+                    ["welfare", "regret"]].mean()
+                for k, row in mean.iterrows():
+                    log_metrics({"welfare": row["welfare"], "regret": row["regret"]}, step=int(k))
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def plot_curves(evaluation: dict[str, Any], params: dict[str, Any]) -> dict[str, plt.Figure]:
+    """Welfare and regret of the meta-strategy against PSRO iteration (mean +- std over seeds)."""
+    p = _params(params)
+    curves = evaluation["curves"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for name in p.methods:
+        stats = curves[curves["method"] == name].groupby("iteration")
+        for ax, metric in zip(axes, ("welfare", "regret"), strict=True):
+            mean, std = stats[metric].mean(), stats[metric].std().fillna(0.0)
+            ax.plot(mean.index, mean.values, marker="o", label=name)
+            ax.fill_between(mean.index, mean - std, mean + std, alpha=0.2)
+    axes[0].axhline(evaluation["random"]["welfare"], color="grey", ls="--", label="random")
+    axes[0].set(xlabel="PSRO iteration", ylabel="welfare W(sigma)", title="welfare")
+    axes[1].set(xlabel="PSRO iteration", ylabel="regret (combined game)", title="regret")
+    axes[0].legend()
+    fig.tight_layout()
+    return {"welfare_regret.png": fig}

@@ -1,0 +1,87 @@
+"""End to end: `kedro run --pipeline=ex2psro --env=test` through a real KedroSession."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from icml25.core.params import ParameterError, validate_parameters
+from icml25.pipelines.ex2psro.params import Ex2psroParams
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_ex2psro_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+    run_pipeline("ex2psro", env="test")
+    out = kedro_project / "data/08_reporting/ex2psro"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {"ex2psro", "vanilla", "random"}
+    for variant in ("ex2psro", "vanilla"):
+        assert len(metrics["per_seed"][variant]["final_welfare"]) == 2  # test seeds [0, 1]
+        for name in ("final_welfare", "final_regret", "final_welfare_combined"):
+            assert math.isfinite(metrics["metrics"][variant][name])
+        assert metrics["metrics"][variant]["final_regret"] >= 0
+    curves = metrics["curves"]
+    assert {(c["method"], c["iteration"]) for c in curves} == {
+        (m, k) for m in ("ex2psro", "vanilla") for k in range(3)}
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["pipeline"] == "ex2psro" and claims["n_claims"] == 4
+    for claim in claims["claims"]:
+        assert isinstance(claim["holds"], bool)
+        assert claim["method_value"] == pytest.approx(
+            metrics["metrics"][claim["method"]][claim["metric"]])
+    assert (out / "figures" / "welfare_regret.png").exists()
+    assert (kedro_project / "data/01_raw/ex2psro/bargaining_instances.txt").read_text().count(
+        "\n") == 20
+
+
+def test_ex2psro_unknown_game_fails_before_any_work(kedro_project, run_pipeline):
+    with pytest.raises(ParameterError, match=r"ex2psro\.game\.name"):
+        run_pipeline("ex2psro", env="test", params={"ex2psro": {"game": {"name": "chess"}}})
+    assert not (kedro_project / "data/01_raw/ex2psro").exists()
+
+
+def _base_params() -> dict:
+    return yaml.safe_load((PROJECT / "conf/base/parameters_ex2psro.yml").read_text())["ex2psro"]
+
+
+@pytest.mark.parametrize(("path", "value", "key"), [
+    (("oracle", "steps"), 0, "ex2psro.oracle.steps"),
+    (("methods", "ex2psro", "explore"), "magic", "ex2psro.methods.ex2psro.explore"),
+    (("game", "discount"), 1.5, "ex2psro.game.discount"),
+    (("seeds",), [1, 1], "ex2psro.seeds"),
+    (("methods", "random"), {"role": "baseline", "explore": "none"}, "ex2psro.methods"),
+])
+def test_ex2psro_bad_parameters_name_their_key(path, value, key):
+    params = _base_params()
+    node = params
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    with pytest.raises(ParameterError, match=key.replace(".", r"\.")):
+        validate_parameters(Ex2psroParams, params, "ex2psro")
+    validate_parameters(Ex2psroParams, _base_params(), "ex2psro")  # the defaults are valid
+
+
+def test_ex2psro_instance_file_parameter(tmp_path):
+    from icml25.pipelines.ex2psro.nodes import make_instances
+
+    params = _base_params()
+    good = tmp_path / "good.txt"
+    good.write_text("1,2,3 8,1,0 4,0,2\n1,2,3 4,0,2 8,1,0\n")
+    params["game"]["instances_file"] = str(good)
+    assert make_instances(params) == good.read_text()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1,2,3 8,1,0 4,0,2\n1,2,3 4,0,nan 8,1,0\n")
+    params["game"]["instances_file"] = str(bad)
+    with pytest.raises(ValueError, match=r"instances_file .*line 2.*comma-separated integers"):
+        make_instances(params)
+    params["game"]["instances_file"] = str(tmp_path / "missing.txt")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        make_instances(params)
