@@ -1,0 +1,420 @@
+"""Kedro nodes of the twa pipeline: thin wrappers around the method modules.
+
+corpus (lexicon + parallel splits) -> base model (calibrated) and the "other" systems -> their
+outputs on the finetuning sources, annotated by the oracle annotator (noisy labels for training,
+exact labels hidden for evaluation) -> every method finetuned from the base model per seed and
+evaluated on test / test-hard -> metrics, claims, figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import matplotlib
+import mlflow
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from icml25.core.claims import claims_report, metrics_report
+from icml25.core.device import seed_everything, set_threads
+from icml25.core.params import validate_parameters
+from icml25.core.tracking import log_metrics, log_variants
+from icml25.pipelines.twa.annotator import (
+    MQM_WEIGHTS,
+    NON_TRANSLATION,
+    add_noise,
+    annotate,
+    corrupt,
+    error_weight,
+    mqm_score,
+    validate_annotation,
+)
+from icml25.pipelines.twa.params import TwaParams
+from icml25.pipelines.twa.seq2seq import Seq2Seq, Seq2SeqConfig, greedy_translate, pad_batch
+from icml25.pipelines.twa.toy_language import (
+    Lexicon,
+    Vocab,
+    make_lexicon,
+    sample_source,
+    translate,
+)
+from icml25.pipelines.twa.training import (
+    Example,
+    MethodConfig,
+    evaluate_outputs,
+    finetune,
+    paired_permutation_p,
+    train_translator,
+    within_span_change,
+)
+
+logger = logging.getLogger(__name__)
+PIPELINE = "twa"
+SPLITS = ("base_train", "ft", "dev", "test", "test_hard")
+
+
+def _params(params: dict[str, Any]) -> TwaParams:
+    return validate_parameters(TwaParams, params, PIPELINE)
+
+
+def _toks(text: str) -> list[str]:
+    return text.split(" ") if text else []
+
+
+# ------------------------------------------------------------------------------------ data
+def make_corpus(params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The lexicon and the disjoint parallel splits (source, reference T(x))."""
+    p = _params(params)
+    lex = make_lexicon(p.lang.sizes(), p.lang.zipf, p.seed)
+    rng = np.random.default_rng(p.seed + 1)
+    d = p.data
+    plan = [("base_train", d.n_base_pairs, d.min_len, d.max_len),
+            ("ft", d.n_ft_sources, d.min_len, d.max_len),
+            ("dev", d.n_dev, d.min_len, d.max_len),
+            ("test", d.n_test, d.min_len, d.max_len),
+            ("test_hard", d.n_test_hard, d.hard_min_len, d.hard_max_len)]
+    seen: set[tuple[str, ...]] = set()
+    rows = []
+    for split, n, lo, hi in plan:
+        made, tries = 0, 0
+        while made < n:
+            tries += 1
+            if tries > 50 * n + 1000:
+                raise ValueError(f"twa.data: cannot draw {n} distinct {split} sentences of "
+                                 f"{lo}..{hi} words from this lexicon; enlarge twa.lang")
+            src = sample_source(rng, lex, lo, hi)
+            if tuple(src) in seen:
+                continue
+            seen.add(tuple(src))
+            rows.append({"split": split, "src": " ".join(src),
+                         "ref": " ".join(translate(src, lex))})
+            made += 1
+    return lex.to_json(), pd.DataFrame(rows)
+
+
+def _split(corpus: pd.DataFrame, split: str) -> list[tuple[list[str], list[str]]]:
+    part = corpus[corpus["split"] == split]
+    return [(_toks(s), _toks(r)) for s, r in zip(part["src"], part["ref"], strict=True)]
+
+
+def _config(p: TwaParams, vocab: Vocab) -> Seq2SeqConfig:
+    m = p.model
+    return Seq2SeqConfig(vocab_size=len(vocab), d_model=m.d_model, heads=m.heads,
+                         enc_layers=m.enc_layers, dec_layers=m.dec_layers, ff=m.ff,
+                         dropout=m.dropout, max_len=m.max_len, pad_id=vocab.pad,
+                         bos_id=vocab.bos, eos_id=vocab.eos)
+
+
+def _check_corpus(corpus: pd.DataFrame) -> None:
+    if corpus.empty or not {"split", "src", "ref"} <= set(corpus.columns):
+        raise ValueError("twa corpus: expected a non-empty table with columns split, src, ref")
+    missing = [s for s in SPLITS[:4] if not (corpus["split"] == s).any()]
+    if missing:
+        raise ValueError(f"twa corpus: splits {missing} are empty")
+
+
+def train_systems(lexicon: dict[str, Any], corpus: pd.DataFrame,
+                  params: dict[str, Any]) -> dict[str, Any]:
+    """The calibrated base model and the other systems, in one state-dict bundle."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    seed_everything(p.seed)
+    _check_corpus(corpus)
+    lex = Lexicon.from_json(lexicon)
+    vocab = Vocab(lex.vocabulary())
+    cfg = _config(p, vocab)
+    pairs = _split(corpus, "base_train")
+    dev = _split(corpus, "dev")
+    m = p.model
+    base, info = train_translator(cfg, pairs, vocab, steps=m.base_steps, batch=m.batch, lr=m.lr,
+                                  seed=p.seed, dev=dev, ckpt_every=m.ckpt_every,
+                                  target_error_free=m.target_error_free, progress=p.progress,
+                                  desc="twa base model")
+    if not info["reached_target"]:
+        logger.warning("twa: base model never reached dev error-free %.2f in %d steps; "
+                       "using the last checkpoint", m.target_error_free, m.base_steps)
+    state = {f"base.{k}": v for k, v in base.items()}
+    others = []
+    for k, budget in enumerate(p.systems.other_budgets):
+        rng = np.random.default_rng(p.seed + 100 + k)
+        idx = rng.permutation(len(pairs))[: max(1, int(budget * len(pairs)))]
+        sd, oinfo = train_translator(cfg, [pairs[i] for i in idx], vocab, steps=info["steps"],
+                                     batch=m.batch, lr=m.lr, seed=p.seed + 100 + k,
+                                     progress=p.progress, desc=f"twa other system {k}")
+        state |= {f"other_{k}.{name}": v for name, v in sd.items()}
+        others.append({"budget": budget, "steps": oinfo["steps"]})
+    return {"state_dict": state,
+            "metadata": {"config": cfg.to_dict(), "base": info, "others": others}}
+
+
+def _model(bundle: dict[str, Any], name: str) -> Seq2Seq:
+    cfg = Seq2SeqConfig(**bundle["metadata"]["config"])
+    prefix = f"{name}."
+    state = {k[len(prefix):]: v for k, v in bundle["state_dict"].items() if k.startswith(prefix)}
+    if not state:
+        raise ValueError(f"twa systems bundle has no model {name!r}")
+    model = Seq2Seq(cfg)
+    model.load_state_dict(state)
+    model.eval()
+    return model
+
+
+def make_annotated(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
+                   params: dict[str, Any]) -> pd.DataFrame:
+    """Outputs of systems other than the finetuned model, annotated MQM-style.
+
+    ``spans``/``mqm``: the noisy annotation (training labels); ``exact_spans``/``exact_mqm``:
+    the exact annotation, hidden from training and used only for the within-span analysis.
+    """
+    p = _params(params)
+    set_threads(p.num_threads)
+    seed_everything(p.seed)
+    lex = Lexicon.from_json(lexicon)
+    vocab = Vocab(lex.vocabulary())
+    ft = _split(corpus, "ft")
+    src_ids = [vocab.encode(s) for s, _ in ft]
+    outputs: dict[str, list[list[str]]] = {}
+    for k in range(len(p.systems.other_budgets)):
+        model = _model(systems, f"other_{k}")
+        outputs[f"other_{k}_greedy"] = [vocab.decode(h) for h in greedy_translate(
+            model, src_ids, p.eval.batch, max_new=p.model.max_len - 1)]
+        if k == 0:
+            gen = torch.Generator().manual_seed(p.seed + 7)
+            sampled = []
+            for i in range(0, len(src_ids), p.eval.batch):
+                batch = pad_batch(src_ids[i:i + p.eval.batch], vocab.pad)
+                sampled += model.generate(batch, p.model.max_len - 1,
+                                          temperature=p.systems.temperature, generator=gen)
+            outputs["other_0_sampled"] = [vocab.decode(h) for h in sampled]
+    rng = np.random.default_rng(p.seed + 11)
+    lo, hi = p.systems.corrupt_errors
+    outputs["corrupted_reference"] = [corrupt(r, lex, rng, int(rng.integers(lo, hi + 1)))
+                                      for _, r in ft]
+    a = p.annotator
+    rows = []
+    for system, hyps in outputs.items():
+        for i, ((src, ref), hyp) in enumerate(zip(ft, hyps, strict=True)):
+            exact = annotate(hyp, ref, lex, a.max_errors)
+            noisy = add_noise(exact, hyp, rng, a.p_widen, a.p_miss)
+            rows.append({"src_idx": i, "system": system, "src": " ".join(src),
+                         "hyp": " ".join(hyp),
+                         "spans": json.dumps([e.to_list() for e in noisy]),
+                         "exact_spans": json.dumps([e.to_list() for e in exact]),
+                         "mqm": mqm_score(noisy), "exact_mqm": mqm_score(exact)})
+    return pd.DataFrame(rows)
+
+
+def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, float]
+                   ) -> tuple[list[Example], list[set[int]]]:
+    """Training examples with loss-weighted spans, after checking every annotation record."""
+    need = {"src_idx", "system", "src", "hyp", "spans", "exact_spans", "mqm"}
+    if annotated.empty or not need <= set(annotated.columns):
+        raise ValueError(f"twa annotated outputs: expected a non-empty table with columns "
+                         f"{sorted(need)}")
+    if annotated["mqm"].isna().any():
+        bad = annotated.index[annotated["mqm"].isna()][0]
+        raise ValueError(f"twa annotated outputs: record {bad} has a NaN MQM score")
+    examples, wrong = [], []
+    for row in annotated.itertuples():
+        rid = f"{row.Index} (system {row.system}, source {row.src_idx})"
+        hyp = _toks(row.hyp)
+        spans = json.loads(row.spans)
+        validate_annotation(rid, len(hyp), spans)
+        exact = json.loads(row.exact_spans)
+        validate_annotation(rid, len(hyp), exact)
+        examples.append(Example(
+            src=vocab.encode(_toks(row.src)), tgt=vocab.encode(hyp),
+            spans=[(s, e, error_weight(sev, cat, weights)) for s, e, sev, cat in spans],
+            mqm=float(row.mqm)))
+        wrong.append({t for s, e, _, cat in exact if cat != NON_TRANSLATION
+                      for t in range(s, e)})
+    return examples, wrong
+
+
+# ------------------------------------------------------------------------------- methods
+def _method_grid(p: TwaParams) -> list[tuple[str, MethodConfig]]:
+    eps = p.loss.clamp_eps
+    thr = p.finetune.filter_threshold
+    grid = [("sft_all", MethodConfig("sft_all")),
+            ("filter_sft", MethodConfig("filter_sft", filter_threshold=thr))]
+    grid += [(f"dpo_sft{w:g}", MethodConfig("dpo", beta=p.dpo.beta, sft_weight=w))
+             for w in p.dpo.sft_weight]
+    grid += [(f"twa_l{lam:g}", MethodConfig("twa", ul_scale=lam, clamp_eps=eps))
+             for lam in p.loss.ul_scale]
+    return grid
+
+
+def _ablations(lam: float, eps: float) -> list[tuple[str, MethodConfig]]:
+    """TWA's ablations at the dev-selected lambda_UL (token-level UL also at lambda_UL = 1)."""
+    out = [("twa_token_ul_l1", MethodConfig("twa", 1.0, "token", clamp_eps=eps)),
+           ("twa_token_ul", MethodConfig("twa", lam, "token", clamp_eps=eps)),
+           ("twa_offtraj", MethodConfig("twa", lam, use_off_trajectory=True, clamp_eps=eps)),
+           ("twa_seq", MethodConfig("twa_seq", ul_scale=lam, clamp_eps=eps))]
+    return out
+
+
+def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
+                annotated: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Finetune every method from the base model for each seed and evaluate it.
+
+    Seeds vary the finetuning (batch order, dropout); data, base model and the other systems
+    come from ``twa.seed``. Grids (lambda_UL for TWA, the SFT weight for DPO) are selected per
+    seed on dev oracle MQM; ``twa`` and ``dpo`` are the selected members.
+    """
+    p = _params(params)
+    set_threads(p.num_threads)
+    lex = Lexicon.from_json(lexicon)
+    vocab = Vocab(lex.vocabulary())
+    examples, wrong = build_examples(annotated, vocab, p.loss.weights.model_dump())
+    base = _model(systems, "base")
+    sets = {name: _split(corpus, name) for name in ("dev", "test", "test_hard")}
+    sets = {k: v for k, v in sets.items() if v}
+    diag_idx = [i for i, e in enumerate(examples) if e.spans][:500]
+    diag_ex = [examples[i] for i in diag_idx]
+    diag_wrong = [wrong[i] for i in diag_idx]
+
+    def evaluate(model: Seq2Seq) -> tuple[dict[str, float], np.ndarray]:
+        out: dict[str, float] = {}
+        seg = np.zeros(0)
+        for name, pairs in sets.items():
+            hyps = greedy_translate(model, [vocab.encode(s) for s, _ in pairs], p.eval.batch,
+                                    max_new=p.model.max_len - 1)
+            metrics, segs = evaluate_outputs([vocab.decode(h) for h in hyps],
+                                             [r for _, r in pairs], lex, p.annotator.max_errors)
+            out |= {f"{name}_{k}": v for k, v in metrics.items()}
+            if name == "test":
+                seg = segs
+        out |= within_span_change(model, base, diag_ex, diag_wrong, vocab)
+        return out, seg
+
+    base_metrics, base_seg = evaluate(base)
+    variants: dict[str, dict[str, list[float]]] = {}
+    segments: dict[str, list[list[float]]] = {}
+    selected: dict[str, dict[str, Any]] = {}
+
+    def record(name: str, seed_pos: int, metrics: dict[str, float], seg: np.ndarray) -> None:
+        store = variants.setdefault(name, {})
+        for k, v in metrics.items():
+            store.setdefault(k, []).append(float(v))
+        segments.setdefault(name, []).append(seg.tolist())
+        assert len(store["test_oracle_mqm"]) == seed_pos + 1
+
+    f = p.finetune
+    total = len(p.seeds) * (len(_method_grid(p)) + 4)
+    bar = tqdm(total=total, desc="twa finetune methods", disable=not p.progress)
+    for pos, seed in enumerate(p.seeds):
+        seed_everything(seed)
+        record("base", pos, base_metrics, base_seg)
+        results: dict[str, tuple[dict[str, float], np.ndarray]] = {}
+
+        def train(name: str, method: MethodConfig, seed: int = seed,
+                  results: dict = results) -> None:
+            model, _ = finetune(base, method, examples, vocab, steps=f.steps, batch=f.batch,
+                                lr=f.lr, warmup=f.warmup, seed=seed,
+                                max_pairs_per_source=p.dpo.max_pairs_per_source,
+                                progress=False, desc=name)
+            results[name] = evaluate(model)
+            bar.update(1)
+            bar.set_postfix(seed=seed, method=name)
+
+        for name, method in _method_grid(p):
+            train(name, method)
+        lam = min(p.loss.ul_scale, key=lambda v: results[f"twa_l{v:g}"][0]["dev_oracle_mqm"])
+        dpo_w = min(p.dpo.sft_weight,
+                    key=lambda v: results[f"dpo_sft{v:g}"][0]["dev_oracle_mqm"])
+        for name, method in _ablations(lam, p.loss.clamp_eps):
+            train(name, method)
+        results["twa"] = results[f"twa_l{lam:g}"]
+        results["dpo"] = results[f"dpo_sft{dpo_w:g}"]
+        selected[str(seed)] = {"ul_scale": lam, "dpo_sft_weight": dpo_w}
+        twa_seg = results["twa"][1]
+        for name, (metrics, seg) in results.items():
+            record(name, pos, metrics, seg)
+        for name in variants:
+            seg = np.asarray(segments[name][pos])
+            variants[name].setdefault("test_p_vs_twa", []).append(
+                paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
+    bar.close()
+    return {"variants": variants, "segments": segments, "selected": selected,
+            "base_info": systems["metadata"]["base"], "others": systems["metadata"]["others"]}
+
+
+# ------------------------------------------------------------------------------ reporting
+ROLES = {"twa": "method", "base": "baseline", "sft_all": "baseline", "filter_sft": "baseline",
+         "dpo": "baseline"}
+
+
+def _data_stats(annotated: pd.DataFrame) -> dict[str, Any]:
+    """Share of error-free outputs per system and where the first error sits (spec "Metrics")."""
+    first_rel, empty_prefix = [], 0
+    for hyp, spans in zip(annotated["hyp"], annotated["spans"], strict=True):
+        sp = json.loads(spans)
+        if sp:
+            first = min(s for s, *_ in sp)
+            first_rel.append(first / (len(_toks(hyp)) + 1))
+            empty_prefix += first == 0
+    n_err = max(1, len(first_rel))
+    return {
+        "error_free_share": float((annotated["mqm"] == 0).mean()),
+        "error_free_share_exact": float((annotated["exact_mqm"] == 0).mean()),
+        "error_free_by_system": annotated.groupby("system")["exact_mqm"].apply(
+            lambda s: float((s == 0).mean())).to_dict(),
+        "mean_mqm_by_system": annotated.groupby("system")["exact_mqm"].mean().to_dict(),
+        "first_error_relative_position_hist": np.histogram(
+            first_rel, bins=10, range=(0, 1))[0].tolist(),
+        "empty_ce_prefix_share_of_erroneous": empty_prefix / n_err,
+        "n_outputs": len(annotated),
+    }
+
+
+def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[str, Any],
+                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own metrics; MLflow child runs."""
+    p = _params(params)
+    metrics = results["variants"]
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+                           p.seeds, title="TWA: finetuning MT with span-level error annotations",
+                           figures=["figures/test_oracle_mqm.png", "figures/within_span.png"])
+    extra = {"data": _data_stats(annotated), "selected": results["selected"],
+             "base_model": results["base_info"], "other_systems": results["others"],
+             "mqm_weights": MQM_WEIGHTS}
+    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
+    if mlflow.active_run() is not None:
+        roles = {v: ROLES.get(v, "ablation") for v in metrics}
+        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        log_variants(PIPELINE, means, roles)
+        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+    return report, claims
+
+
+def plot_results(results: dict[str, Any]) -> dict[str, Any]:
+    """Test oracle MQM per variant (mean and std over seeds) and the within-span diagnostic."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = results["variants"]
+    names = sorted(variants, key=lambda v: np.mean(variants[v]["test_oracle_mqm"]))
+    fig1, ax = plt.subplots(figsize=(8, 3.5))
+    means = [np.mean(variants[v]["test_oracle_mqm"]) for v in names]
+    stds = [np.std(variants[v]["test_oracle_mqm"]) for v in names]
+    colors = ["tab:red" if v == "twa" else "tab:gray" for v in names]
+    ax.bar(names, means, yerr=stds, color=colors)
+    ax.set_ylabel("test oracle MQM (lower is better)")
+    ax.tick_params(axis="x", rotation=60)
+    fig1.tight_layout()
+    fig2, ax2 = plt.subplots(figsize=(6, 3.5))
+    show = [v for v in ("twa", "twa_token_ul", "twa_l1", "twa_token_ul_l1", "sft_all")
+            if v in variants]
+    x = np.arange(len(show))
+    for k, key in enumerate(("inspan_wrong_dlogp", "inspan_correct_dlogp")):
+        ax2.bar(x + 0.4 * k, [np.nanmean(variants[v][key]) for v in show], width=0.4,
+                label=key.replace("inspan_", "").replace("_dlogp", " tokens"))
+    ax2.set_xticks(x + 0.2, show, rotation=30)
+    ax2.set_ylabel("mean change of log p in training spans")
+    ax2.legend()
+    fig2.tight_layout()
+    return {"test_oracle_mqm.png": fig1, "within_span.png": fig2}

@@ -1,0 +1,34 @@
+"""Wiring of the twa pipeline (spec ``twa.md``, "Kedro pipeline sketch").
+
+corpus -> base model and other systems -> annotated outputs -> every method finetuned and
+evaluated per seed -> metrics, claims and figures.
+"""
+
+from __future__ import annotations
+
+from kedro.pipeline import Pipeline, node
+
+from icml25.pipelines.twa import nodes
+from icml25.pipelines.twa.params import TwaParams
+
+PARAMETERS = TwaParams
+P = "params:twa"
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    ns = "twa"
+    return Pipeline([
+        node(nodes.make_corpus, P, ["twa.lexicon", "twa.corpus"], name="make_corpus",
+             namespace=ns),
+        node(nodes.train_systems, ["twa.lexicon", "twa.corpus", P], "twa.systems",
+             name="train_systems", namespace=ns, tags=["training"]),
+        node(nodes.make_annotated, ["twa.lexicon", "twa.corpus", "twa.systems", P],
+             "twa.annotated", name="make_annotated", namespace=ns),
+        node(nodes.run_methods,
+             ["twa.lexicon", "twa.corpus", "twa.systems", "twa.annotated", P],
+             "twa.results", name="run_methods", namespace=ns, tags=["training"]),
+        node(nodes.judge_claims, ["twa.results", "twa.annotated", P, "run_info"],
+             ["twa.metrics", "twa.claims"], name="judge_claims", namespace=ns),
+        node(nodes.plot_results, "twa.results", "twa.figures", name="plot_results",
+             namespace=ns),
+    ])
