@@ -36,11 +36,6 @@ def _binary(engine: str) -> str:
     return path
 
 
-def available_engines() -> list[str]:
-    """The engines installed on this machine."""
-    return [e for e in ENGINES if shutil.which(e)]
-
-
 @lru_cache(maxsize=1)
 def espeak_voices() -> list[str]:
     """espeak-ng's language voices (e.g. ``en``, ``en-us``, ``de``); add ``+m1``..``+m7``,
@@ -48,15 +43,6 @@ def espeak_voices() -> list[str]:
     out = subprocess.run([_binary("espeak-ng"), "--voices"], capture_output=True, text=True,
                          check=True, timeout=30).stdout
     return [line.split()[1] for line in out.splitlines()[1:] if len(line.split()) > 1]
-
-
-@lru_cache(maxsize=1)
-def espeak_variants() -> list[str]:
-    """espeak-ng's voice variants (``m1``, ``f2``, ``klatt``, ...)."""
-    out = subprocess.run([_binary("espeak-ng"), "--voices=variant"], capture_output=True,
-                         text=True, check=True, timeout=30).stdout
-    names = [line.split()[-1] for line in out.splitlines()[1:] if line.split()]
-    return [n.split("/")[-1] for n in names]
 
 
 @lru_cache(maxsize=1)

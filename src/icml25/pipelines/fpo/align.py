@@ -48,11 +48,6 @@ class Pairs:
     def __len__(self) -> int:
         return len(self.prompt_ids)
 
-    def subset(self, idx: Sequence[int]) -> Pairs:
-        return Pairs([self.prompts[i] for i in idx], [self.prompt_ids[i] for i in idx],
-                     [self.chosen[i] for i in idx], [self.rejected[i] for i in idx],
-                     dict(self.skipped))
-
 
 def clean_pairs(prompts: list[Prompt], prompt_ids: list[list[int]], chosen: list[list[int]],
                 rejected: list[list[int]], max_seq_len: int, eos_id: int) -> Pairs:

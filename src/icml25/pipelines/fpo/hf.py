@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml25.pipelines.fpo.lm import full_batch
 from icml25.pipelines.fpo.losses import (
     PairStats,
     feature_discrepancy,
@@ -118,32 +119,23 @@ def read_preference_jsonl(path: str | Path, tokenize: Callable[[str], list[int]]
     return pairs, skipped
 
 
-def _batch(prompts: Sequence[list[int]], responses: Sequence[list[int]], pad_id: int):
-    seqs = [p + r for p, r in zip(prompts, responses, strict=True)]
-    T = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(seqs), T), dtype=torch.long)
-    mask = torch.zeros((len(seqs), T))
-    for i, (p, s) in enumerate(zip(prompts, seqs, strict=True)):
-        ids[i, :len(s)] = torch.tensor(s)
-        attn[i, :len(s)] = 1
-        mask[i, len(p):len(s)] = 1.0      # the response tokens' positions
-    return ids, attn, mask
-
-
 def _forward_pairs(model: nn.Module, sae: nn.Module,
                    pairs: Sequence[tuple[list[int], list[int], list[int]]], layer: int,
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed and averaged response log-probs ``[2n]`` and pooled SAE features ``[2n, m]`` of
     the chosen (first n) and rejected (last n) responses."""
     prompts = [p for p, _, _ in pairs]
-    ids, attn, mask = _batch(prompts + prompts, [w for _, w, _ in pairs]
-                             + [l_ for _, _, l_ in pairs], pad_id)
+    responses = [w for _, w, _ in pairs] + [l_ for _, _, l_ in pairs]
+    ids, logit_mask, token_mask = full_batch(prompts + prompts, responses, pad_id)
+    # attend to every real token: the prompt (before the response) and the response
+    attn = torch.zeros_like(ids)
+    for i, (p, r) in enumerate(zip(prompts + prompts, responses, strict=True)):
+        attn[i, :len(p) + len(r)] = 1
     out = model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
     lp = token_logps(out.logits[:, :-1], ids[:, 1:])
     h = out.hidden_states[layer]
-    return (masked_sum(lp, mask[:, 1:]), masked_mean(lp, mask[:, 1:]),
-            pooled_features(sae.encode(h.float()), mask))
+    return (masked_sum(lp, logit_mask), masked_mean(lp, logit_mask),
+            pooled_features(sae.encode(h.float()), token_mask))
 
 
 def fpo_pair_stats(model: nn.Module, sae: nn.Module, pairs: Sequence[tuple[list[int],

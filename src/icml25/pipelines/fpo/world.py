@@ -216,7 +216,7 @@ def reward_parts(world: World, prompt: Prompt, response: Sequence[str]) -> Rewar
     length = 0.5 * max(1.0 - abs(len(body) - target) / target, -1.0)
     pairs = list(itertools.pairwise(body))
     repetition = 0.5 * (1.0 - len(set(pairs)) / len(pairs)) if pairs else 0.0
-    seq = ["<start>", *body, *([EOS] if has_eos or EOS in words else [])]
+    seq = ["<start>", *body, *([EOS] if EOS in words else [])]
     cats = ["start" if w == "<start>" else _cat(world, w) for w in seq]
     bigrams = list(itertools.pairwise(cats))
     ungrammatical = (sum(b not in LEGAL for b in bigrams) / len(bigrams)) if bigrams else 1.0
