@@ -1,12 +1,16 @@
 """Scale-out: a paper pipeline on a 2-worker Dask LocalCluster, and under torchrun with two
-data-parallel gloo processes, gives the sequential run's metrics."""
+data-parallel gloo processes, gives the sequential run's metrics; the rooms that fan out their
+seeds build one training node per variant and seed shard."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import mlflow
@@ -14,15 +18,16 @@ import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
+from icml25.core.sweep import SHARDS_ENV
 from icml25.runners import DaskRunner
 from icml25.runners.dask import configure
 
 
-def _run(project, runner=None) -> dict:
+def _run(project, runner=None, pipeline: str = "wavetoken") -> dict:
     bootstrap_project(project)
     with KedroSession.create(project_path=project, env="test") as session:
-        session.run(pipeline_names=["wavetoken"], runner=runner)
-    return json.loads((project / "data/08_reporting/wavetoken/metrics.json").read_text())
+        session.run(pipeline_names=[pipeline], runner=runner)
+    return json.loads((project / f"data/08_reporting/{pipeline}/metrics.json").read_text())
 
 
 def _torchrun(project: Path) -> dict:
@@ -81,3 +86,98 @@ def test_cluster_settings_come_from_arguments_then_conf_then_defaults():
             configure({"workers": 2})
     finally:
         configure(None)
+
+
+# ------------------------------------------------------------------------- seed fan-out
+def _variants(room: str) -> list[str]:
+    """The names a room fans its seeds out under (``<room>.<name>.shard_<k>``)."""
+    if room == "ctbench":
+        from icml25.pipelines.ctbench.certified_training import METHODS
+        from icml25.pipelines.ctbench.params import SETTINGS
+        return ["standard", *(f"{s}.{m}" for s in SETTINGS for m in METHODS if m != "standard")]
+    if room == "softshape":  # the ablations and baselines are chosen by parameters
+        return ["softshape", "ablations", "baselines"]
+    if room == "frugal":
+        from icml25.pipelines.frugal.params import VARIANTS
+        return list(VARIANTS)
+    if room == "vga":
+        from icml25.pipelines.vga.params import MODELS
+        return list(MODELS)
+    if room == "knowledge_swap":
+        from icml25.pipelines.knowledge_swap.params import SWAP_VARIANTS
+        return ["pretrained", "retrain_oracle", *SWAP_VARIANTS]
+    from icml25.pipelines.wavetoken.params import VARIANTS
+    return list(VARIANTS)
+
+
+def _bound(func) -> dict:
+    """The keywords a node function was bound with (``partial``), empty for a plain function."""
+    return dict(func.keywords) if isinstance(func, partial) else {}
+
+
+FANNED_OUT = ["wavetoken", "frugal", "vga", "knowledge_swap", "softshape", "ctbench"]
+
+
+@pytest.mark.parametrize("room", FANNED_OUT)
+@pytest.mark.parametrize("n_shards", [1, 2, 3, 5])
+def test_seed_sweeps_are_one_training_node_per_variant_and_shard(room, n_shards, monkeypatch):
+    monkeypatch.setenv(SHARDS_ENV, str(n_shards))
+    pipeline = importlib.import_module(f"icml25.pipelines.{room}.pipeline").create_pipeline()
+    shard_ns = re.compile(rf"^{room}\.(?P<variant>[\w.]+?)\.shard_(?P<k>\d+)$")
+    shard_of = re.compile(rf"^{room}\.(?P<variant>[\w.]+?)\.shard_(?P<k>\d+)\.")
+
+    found: dict[str, list[int]] = {}
+    for n in pipeline.nodes:
+        match = shard_ns.match(n.namespace or "")
+        if "training" in n.tags:
+            assert match, f"{room}: training node {n.name} is not in a seed-shard namespace"
+        if not match:
+            continue
+        variant, k = match["variant"], int(match["k"])
+        # a node of shard k reads no other shard's data ...
+        for name in n.inputs:
+            other = shard_of.match(name)
+            assert other is None or int(other["k"]) == k, (n.name, name)
+        if "training" in n.tags:
+            # ... and trains shard k of n_shards, i.e. seeds[k::n_shards], and nothing else
+            bound = _bound(n.func)
+            assert (bound.get("shard"), bound.get("n_shards")) == (k, n_shards), n.name
+            found.setdefault(variant, []).append(k)
+    assert sorted(found) == sorted(_variants(room))
+    for variant, shards in found.items():
+        assert sorted(shards) == list(range(n_shards)), (room, variant)
+
+    # every shard output the rest of the pipeline uses is merged by some node that reads that
+    # output of every shard (a node may still read one shard only, e.g. a first-seed figure)
+    merged: dict[tuple[str, str], bool] = {}
+    for n in pipeline.nodes:
+        if shard_ns.match(n.namespace or ""):
+            continue
+        read: dict[tuple[str, str], set[int]] = {}
+        for name in n.inputs:
+            if m := shard_of.match(name):
+                read.setdefault((m["variant"], name[m.end():]), set()).add(int(m["k"]))
+        for key, shards in read.items():
+            merged[key] = merged.get(key, False) or shards == set(range(n_shards))
+    assert merged, f"{room}: no node reads the seed shards' outputs"
+    assert all(merged.values()), [key for key, ok in merged.items() if not ok]
+
+
+#: frugal's wall-clock measurements, the only metrics that differ from run to run
+TIMINGS = {"optimizer_step_ms", "train_step_ms", "train_seconds"}
+
+
+def _without_timings(metrics: dict) -> dict:
+    return {v: {m: x for m, x in values.items() if m.removesuffix("_std") not in TIMINGS}
+            for v, values in metrics.items()}
+
+
+@pytest.mark.slow
+def test_frugal_seed_shards_on_dask_match_sequential(kedro_project, monkeypatch):
+    monkeypatch.setenv(SHARDS_ENV, "2")  # conf/test's seeds [0, 1]: one seed per shard node
+    sequential = _run(kedro_project, pipeline="frugal")
+    dask = _run(kedro_project, DaskRunner(n_workers=2, threads_per_worker=1), "frugal")
+    assert set(sequential["metrics"]["adamw"]) >= TIMINGS
+    assert _without_timings(dask["metrics"]) == _without_timings(sequential["metrics"])
+    assert _without_timings(dask["per_seed"]) == _without_timings(sequential["per_seed"])
+    assert dask["curves"] == sequential["curves"]

@@ -3,7 +3,7 @@
 import pytest
 
 from icml25.core.datasets import OptionalPartitionedDataset
-from icml25.core.sweep import SHARDS_ENV, seed_shards, shard_seeds
+from icml25.core.sweep import SHARDS_ENV, interleave_shards, seed_shards, shard_seeds
 
 
 @pytest.mark.parametrize("seeds", [[], [7], [0, 1], [0, 1, 2], [5, 3, 9, 1, 4, 8, 2]])
@@ -38,3 +38,22 @@ def test_an_empty_shard_saves_and_loads_as_an_empty_dict(tmp_path):
     # a re-run whose shard has no seed any more clears the stale partition
     ds.save({})
     assert ds.load() == {} and not list(folder.glob("*.json"))
+
+
+@pytest.mark.parametrize("n_seeds", [0, 1, 2, 3, 4, 7, 10])
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_interleave_shards_inverts_shard_seeds(n_seeds, n):
+    seeds = [10 + 3 * i for i in range(n_seeds)]
+    parts = [shard_seeds(seeds, k, n) for k in range(n)]
+    assert interleave_shards(parts) == seeds
+
+
+@pytest.mark.parametrize("parts", [[[1], [2, 3]], [[1, 2, 3], [4]], [[], [1]]])
+def test_interleave_shards_refuses_lengths_no_seed_list_gives(parts):
+    with pytest.raises(ValueError, match="shard lengths"):
+        interleave_shards(parts)
+
+
+def test_interleave_shards_needs_a_shard():
+    with pytest.raises(ValueError, match="no shards"):
+        interleave_shards([])

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TypeVar
 
 SHARDS_ENV = "ICML25_SEED_SHARDS"
 DEFAULT_SHARDS = 3
 MAX_SHARDS = 64
+T = TypeVar("T")
 
 
 def seed_shards(environ: dict[str, str] | None = None) -> int:
@@ -42,3 +44,23 @@ def shard_seeds(seeds: Sequence[int], shard: int, n_shards: int) -> list[int]:
     if n_shards < 1 or not 0 <= shard < n_shards:
         raise ValueError(f"shard {shard} of {n_shards} does not exist")
     return list(seeds)[shard::n_shards]
+
+
+def interleave_shards(shards: Sequence[Sequence[T]]) -> list[T]:
+    """Put per-seed results from ``n`` shards back in seed-list order (inverse of
+    :func:`shard_seeds`).
+
+    Shard ``k`` holds the results of ``seeds[k::n]``, so merged item ``i`` is item ``i // n``
+    of shard ``i % n``. Shard lengths that no seed list can produce (a later shard longer than an
+    earlier one, or two shards differing by more than one) raise instead of reordering silently.
+    """
+    n = len(shards)
+    if n == 0:
+        raise ValueError("interleave_shards: no shards given")
+    lengths = [len(s) for s in shards]
+    total = sum(lengths)
+    expected = [len(range(k, total, n)) for k in range(n)]
+    if lengths != expected:
+        raise ValueError(f"interleave_shards: shard lengths {lengths} do not split a seed list of "
+                         f"{total} as seeds[k::{n}] would ({expected})")
+    return [shards[i % n][i // n] for i in range(total)]

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,12 +45,16 @@ def test_ctbench_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert order["holds"] and order["method_value"] == 0
 
     assert (out / "figures" / "certified_accuracy.png").stat().st_size > 1000
+    # one folder and one certification table per seed shard: seed i of [0, 1] is in shard i % n
+    n = seed_shards()
     models = kedro_project / "data/06_models/ctbench"
-    assert sorted(p.name for p in (models / "eps0_1" / "ibp").iterdir()) == [
-        "seed_0.safetensors", "seed_1.safetensors"]
-    assert (models / "standard" / "seed_0.safetensors").exists()
-    table = pd.read_parquet(kedro_project
-                            / "data/07_model_output/ctbench/eps0_1_sabr_certification.parquet")
+    ibp = models / "eps0_1" / "ibp"
+    assert sorted(p.relative_to(ibp).as_posix() for p in ibp.rglob("*.safetensors")) == [
+        f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
+    assert (models / "standard" / "shard_0" / "seed_0.safetensors").exists()
+    out_dir = kedro_project / "data/07_model_output/ctbench"
+    table = pd.concat([pd.read_parquet(out_dir / f"eps0_1_sabr_shard_{k}_certification.parquet")
+                       for k in range(n)], ignore_index=True)
     assert len(table) == 2 * 100  # two seeds x 100 capped test images
     assert not (table["certified"] & ~table["pgd_robust"]).any()
     assert not (table["pgd_robust"] & ~table["correct"]).any()

@@ -9,6 +9,7 @@ import mlflow
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.frugal.nodes import METRICS
 from icml25.pipelines.frugal.params import VARIANTS
 
@@ -44,9 +45,11 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert {p.name for p in (out / "figures").iterdir()} == {"val_ppl_curves.png",
                                                              "ppl_vs_state_memory.png"}
     assert (out / "results_table.csv").read_text().count("\n") == len(VARIANTS) + 1
+    # one folder per seed shard: seed i of [0, 1] is trained by shard i % n
+    n = seed_shards()
     models = kedro_project / "data/07_model_output/frugal/models/frugal_block_025"
-    assert sorted(p.name for p in models.iterdir()) == ["seed_0.safetensors",
-                                                        "seed_1.safetensors"]
+    assert sorted(p.relative_to(models).as_posix() for p in models.rglob("*.safetensors")) == [
+        f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["frugal"], output_format="list")

@@ -9,6 +9,7 @@ import mlflow
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.knowledge_swap.params import ROLES
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -54,10 +55,13 @@ def test_knowledge_swap_runs_end_to_end_on_test_config(kedro_project, run_pipeli
 
     assert {p.name for p in (out / "figures").iterdir()} == {"stage_accuracy.png",
                                                               "lora_norms.png"}
+    # one folder per seed shard: seed i of [0, 1] is trained by shard i % n
+    n = seed_shards()
     models = kedro_project / "data/06_models/knowledge_swap"
     for folder in ("pretrained", "retrain_oracle", "ltf", "ftl"):
-        assert sorted(p.name for p in (models / folder).iterdir()) == [
-            "seed_0.safetensors", "seed_1.safetensors"]
+        assert sorted(p.relative_to(models / folder).as_posix()
+                      for p in (models / folder).rglob("*.safetensors")) == [
+            f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
     assert (kedro_project / "data/01_raw/knowledge_swap/mnist5k.pkl").exists()
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")

@@ -12,7 +12,16 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.softshape.params import SoftshapeParams
+
+
+def _method_results(project: Path) -> pd.DataFrame:
+    """SoftShape's result rows of every seed shard (shard k of n holds seeds[k::n])."""
+    n = seed_shards()
+    out = project / "data/07_model_output/softshape"
+    return pd.concat([pd.read_csv(out / f"softshape_shard_{k}_results.csv") for k in range(n)],
+                     ignore_index=True)
 
 
 def _finite(value) -> bool:
@@ -67,10 +76,13 @@ def test_softshape_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         "accuracy.png", "expert_load.png", "scores_CBF.png"}
     table = pd.read_csv(out / "accuracy_table.csv")
     assert set(table["variant"]) == variants
-    results = pd.read_csv(kedro_project / "data/07_model_output/softshape/softshape_results.csv")
+    results = _method_results(kedro_project)
     assert len(results) == 3 * 2  # data sets x seeds
+    n = seed_shards()  # seed i of [0, 1] is trained by shard i % n
     models = kedro_project / "data/06_models/softshape/softshape"
-    assert len(list(models.glob("*.safetensors"))) == 6
+    for i in (0, 1):
+        assert len(list(models.glob(f"shard_{i % n}/*_seed{i}.safetensors"))) == 3
+    assert len(list(models.rglob("*.safetensors"))) == 6
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["softshape"], output_format="list")
@@ -145,7 +157,7 @@ def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
                                        "no_sparsify", "mean_pool", "mini_rocket", "rocket",
                                        "nn_dtw"}
     assert _finite(metrics["metrics"]["softshape"]["acc/PickupGestureWiimoteZ"])
-    results = pd.read_csv(kedro_project / "data/07_model_output/softshape/softshape_results.csv")
+    results = _method_results(kedro_project)
     assert sorted(set(results["fold"])) == [0, 1]  # two folds of the merged 5-fold protocol
     # fold sizes of the merged protocol: 60/20/20 of the 100 PickupGestureWiimoteZ series
     wii = results[results["dataset"] == "PickupGestureWiimoteZ"].iloc[0]

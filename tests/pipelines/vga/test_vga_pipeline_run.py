@@ -13,6 +13,7 @@ import yaml
 
 from icml25.core.chat import stub_requests, stub_server
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.vga.params import VgaParams
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -72,8 +73,12 @@ def test_vga_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert set(scores["variant"]) == VARIANTS | {"mllm"} and scores["accuracy"].between(0, 1).all()
     images = pd.read_parquet(kedro_project / "data/01_raw/vga/images.parquet")
     assert set(images["layout"]) == {"kk", "planar", "random"}
+    # one folder per seed shard: seed i of [0, 1] is trained, on all 7 tasks, by shard i % n
+    n = seed_shards()
     models = kedro_project / "data/06_models/vga/cnn"
-    assert len(list(models.glob("*.safetensors"))) == 7 * 2
+    for i in (0, 1):
+        assert len(list(models.glob(f"shard_{i % n}/*_seed{i}.safetensors"))) == 7
+    assert len(list(models.rglob("*.safetensors"))) == 7 * 2
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["vga"], output_format="list")

@@ -20,6 +20,7 @@ import torch
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.ctbench.certification import (
     certify,
@@ -91,11 +92,16 @@ def split_data(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
 
 # -------------------------------------------------------------------------------- training
 def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | None,
-                 method: str) -> dict[str, Any]:
-    """Train ``method`` at ``setting``'s ε once per seed; ``{seed_<s>: state dict + meta}``.
+                 method: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """Train ``method`` at ``setting``'s ε once per seed of seed shard ``shard`` of ``n_shards``
+    (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
+    ``{seed_<s>: state dict + meta}``, empty when the shard has no seed.
 
     ``setting`` None (standard training) trains without any ε."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     x_train, y_train = _part(split, "train", device)
@@ -110,7 +116,7 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
                       milestones=tuple(t.milestones), lr=t.lr, lr_decay=t.lr_decay,
                       grad_clip=t.grad_clip, selection=t.selection, val_pgd_steps=t.val_pgd_steps)
     nets = {}
-    for seed in p.seeds:  # built in order on the main thread: default init uses the global RNG
+    for seed in seeds:  # built on the main thread: default init uses the (reseeded) global RNG
         seed_everything(seed)
         nets[seed] = _network(p, tuple(x_train.shape[1:])).to(device)
 
@@ -126,7 +132,7 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     # random draw in train_certified comes from the seed's own generator, so results do not
     # depend on the interleaving
     with ThreadPoolExecutor(max_workers=max(1, p.parallel_seeds)) as pool:
-        outs = dict(zip(p.seeds, pool.map(run, p.seeds), strict=True))
+        outs = dict(zip(seeds, pool.map(run, seeds), strict=True))
     models = {}
     for seed, out in outs.items():
         models[f"seed_{seed}"] = {
@@ -144,8 +150,10 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
 def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str, Any],
                    setting: str, method: str) -> pd.DataFrame:
     """The certification cascade on the test split for every seed's model (one row per sample
-    and seed), plus the ReLU states under the ε-box."""
+    and seed), plus the ReLU states under the ε-box; no row for a seed shard without a seed."""
     p = _params(params)
+    if not models:
+        return pd.DataFrame()
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     x_test, y_test = _part(split, "test", device)
@@ -191,12 +199,31 @@ def collect_metrics(tables: list[pd.DataFrame]) -> dict[str, dict[str, list[floa
     return metrics
 
 
-def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *tables: pd.DataFrame
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own certification tables; one MLflow
-    child run per method with the same metric names."""
+def _merge_shards(tables: tuple[pd.DataFrame, ...], n_shards: int) -> list[pd.DataFrame]:
+    """One certification table per (ε setting, method) from its ``n_shards`` consecutive seed
+    shards, rows ordered as one node certifying every seed writes them (models by their
+    ``seed_<s>`` key, each seed's rows in their own order)."""
+    if len(tables) % n_shards:
+        raise ValueError(f"ctbench: {len(tables)} certification tables do not split into "
+                         f"{n_shards} seed shards per (setting, method)")
+    merged = []
+    for start in range(0, len(tables), n_shards):
+        table = pd.concat([t for t in tables[start:start + n_shards] if len(t)],
+                          ignore_index=True)
+        key = "seed_" + table["seed"].astype(str)
+        merged.append(table.iloc[np.argsort(key.to_numpy(), kind="stable")]
+                      .reset_index(drop=True))
+    return merged
+
+
+def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataFrame,
+                 n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own certification tables (``n_shards``
+    seed shards per ε setting and method, consecutive); one MLflow child run per method with the
+    same metric names."""
     p = _params(params)
-    metrics = collect_metrics(list(tables))
+    tables = _merge_shards(shards, n_shards)
+    metrics = collect_metrics(tables)
     all_tables = pd.concat(tables, ignore_index=True)
     violations = float(((all_tables["certified"] & ~all_tables["pgd_robust"])
                         | (all_tables["pgd_robust"] & ~all_tables["correct"])).sum())
@@ -218,12 +245,15 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *tables: pd.D
     return report, claims
 
 
-def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
-    """Per-epoch curves (loss, ε_t, lr, validation accuracies) as MLflow child runs."""
+def log_training_curves(params: dict[str, Any], *models: dict[str, Any],
+                        n_shards: int = 1) -> None:
+    """Per-epoch curves (loss, ε_t, lr, validation accuracies) as MLflow child runs, from the
+    models of every seed shard (``n_shards`` consecutive bundles per method and ε setting)."""
     if mlflow.active_run() is None:
         return
     p = _params(params)
-    for bundle in models:
+    for start in range(0, len(models), n_shards):
+        bundle = {k: v for part in models[start:start + n_shards] for k, v in part.items()}
         for key in sorted(bundle):
             meta = _entry(bundle[key])["metadata"]
             method = meta["method"]

@@ -19,6 +19,7 @@ import pandas as pd
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.frugal import corpus
 from icml25.pipelines.frugal.params import VARIANTS, FrugalParams
@@ -96,19 +97,24 @@ def tokenize(tokenizer_json: str, train_text: str, val_text: str) -> tuple[np.nd
 
 # -------------------------------------------------------------------------------- training
 def pretrain_variant(train_ids: np.ndarray, val_ids: np.ndarray, tokenizer_json: str,
-                     params: dict[str, Any], variant: str) -> tuple[dict[str, Any], dict]:
-    """Pre-train the model with one optimiser configuration once per seed.
+                     params: dict[str, Any], variant: str, shard: int = 0,
+                     n_shards: int = 1) -> tuple[dict[str, Any], dict]:
+    """Pre-train the model with one optimiser configuration once per seed of shard ``shard`` of
+    ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`).
 
-    Returns the measurements ``{variant, seeds, runs: [record per seed]}`` and the trained
-    models ``{seed_<s>: {state_dict, metadata}}``.
+    Returns the measurements ``{variant, shard, n_shards, runs: [record per seed]}`` and the
+    trained models ``{seed_<s>: {state_dict, metadata}}``; both hold no seed when the shard has
+    none. Each seed's run depends on that seed alone, so the shards may run in any order.
     """
     p = _params(params)
     cfg = p.optimizers[variant]
-    set_threads(p.num_threads)
-    device = resolve_device(p.device)
-    vocab = corpus.vocab_size_of(tokenizer_json)
+    seeds = shard_seeds(p.seeds_of(variant), shard, n_shards)
     runs, models = [], {}
-    for seed in p.seeds_of(variant):
+    if seeds:
+        set_threads(p.num_threads)
+        device = resolve_device(p.device)
+        vocab = corpus.vocab_size_of(tokenizer_json)
+    for seed in seeds:
         seed_everything(seed)
         model, record = pretrain(train_ids, val_ids, vocab, p.model, p.train, cfg, seed, device,
                                  progress=p.progress, desc=f"{variant} seed {seed}")
@@ -122,7 +128,30 @@ def pretrain_variant(train_ids: np.ndarray, val_ids: np.ndarray, tokenizer_json:
                          "val_ppl": record["val_ppl"]},
         }
     return {"variant": variant, "role": cfg.role, "optimizer": cfg.model_dump(),
-            "runs": runs}, models
+            "shard": shard, "n_shards": n_shards, "runs": runs}, models
+
+
+def _merge_shards(shard_results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per variant, in the order the variants first appear, with the runs of its
+    seed shards back in seed-list order: shard ``k`` of ``n`` holds ``seeds[k::n]``, so run ``i``
+    of the variant is run ``i // n`` of shard ``i % n``."""
+    by_variant: dict[str, dict[int, dict[str, Any]]] = {}
+    for res in shard_results:
+        shards = by_variant.setdefault(res["variant"], {})
+        if res["shard"] in shards:
+            raise ValueError(f"frugal: seed shard {res['shard']} of {res['variant']} given twice")
+        shards[res["shard"]] = res
+    merged = []
+    for variant, shards in by_variant.items():
+        n = shards[min(shards)]["n_shards"]
+        if sorted(shards) != list(range(n)) or {r["n_shards"] for r in shards.values()} != {n}:
+            raise ValueError(f"frugal: {variant} needs seed shards 0..{n - 1} of {n}, got "
+                             f"{sorted(shards)}")
+        runs = interleave_shards([shards[k]["runs"] for k in range(n)])
+        first = shards[0]
+        merged.append({"variant": variant, "role": first["role"],
+                       "optimizer": first["optimizer"], "runs": runs})
+    return merged
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -168,10 +197,11 @@ def results_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[str, Any],
-            *results: dict[str, Any]) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
-    """metrics.json, claims.json, the results table and figures; MLflow child runs."""
+            *shard_results: dict[str, Any]) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
+    """metrics.json, claims.json, the results table and figures from every variant's seed
+    shards; MLflow child runs."""
     p = _params(params)
-    results = list(results)
+    results = _merge_shards(list(shard_results))
     metrics = _per_seed_metrics(results)
     table = results_table(results)
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,

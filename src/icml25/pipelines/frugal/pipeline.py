@@ -1,8 +1,10 @@
 """Wiring of the frugal pipeline (spec ``frugal.md``, "Kedro pipeline sketch").
 
 corpus -> document split -> BPE tokenizer -> token streams -> one pre-training node per
-optimiser configuration (namespace ``frugal.<variant>``, seeds looped inside) -> compare
-(metrics, claims, table, figures, MLflow child runs).
+optimiser configuration and seed shard (namespace ``frugal.<variant>.shard_<k>``, shard ``k`` of
+``n`` trains ``seeds[k::n]``, see :mod:`icml25.core.sweep`) -> compare (reads every shard:
+metrics, claims, table, figures, MLflow child runs). Variants and seeds are separate nodes, so a
+parallel runner spreads them over its workers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.frugal import nodes
 from icml25.pipelines.frugal.params import VARIANTS, FrugalParams
 
@@ -18,8 +21,8 @@ PARAMETERS = FrugalParams
 P = "params:frugal"
 
 
-def _for_variant(func, variant: str):
-    return update_wrapper(partial(func, variant=variant), func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -34,16 +37,18 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.tokenize, ["frugal.tokenizer", "frugal.train_text", "frugal.val_text"],
              ["frugal.train_ids", "frugal.val_ids"], name="tokenize", namespace=ns),
     ]
+    n_shards = seed_shards()
+    shards = [f"frugal.{v}.shard_{k}" for v in VARIANTS for k in range(n_shards)]
     training = [
-        node(_for_variant(nodes.pretrain_variant, v),
+        node(_bind(nodes.pretrain_variant, variant=v, shard=k, n_shards=n_shards),
              ["frugal.train_ids", "frugal.val_ids", "frugal.tokenizer", P],
-             [f"frugal.{v}.results", f"frugal.{v}.models"], name="pretrain",
-             namespace=f"frugal.{v}", tags=["training"])
-        for v in VARIANTS
+             [f"frugal.{v}.shard_{k}.results", f"frugal.{v}.shard_{k}.models"], name="pretrain",
+             namespace=f"frugal.{v}.shard_{k}", tags=["training"])
+        for v in VARIANTS for k in range(n_shards)
     ]
     report = [
         node(nodes.compare,
-             ["frugal.corpus_meta", P, "run_info", *(f"frugal.{v}.results" for v in VARIANTS)],
+             ["frugal.corpus_meta", P, "run_info", *(f"{s}.results" for s in shards)],
              ["frugal.metrics", "frugal.claims", "frugal.results_table", "frugal.figures"],
              name="compare", namespace=ns),
     ]

@@ -1,9 +1,11 @@
 """Kedro nodes of the knowledge_swap pipeline: thin wrappers around the method modules
 (``glyphs``, ``vit``, ``pretraining``, ``swap``, ``plots``).
 
-Every node validates ``params:knowledge_swap`` into :class:`KnowledgeSwapParams`. Seeds loop
-inside the nodes: seed ``s`` pretrains its own backbone and draws its own retain/forget subsets,
-which every swap variant of that seed shares (paired comparison).
+Every node validates ``params:knowledge_swap`` into :class:`KnowledgeSwapParams`. Seeds fan out
+as seed shards (:mod:`icml25.core.sweep`): shard ``k`` of ``n`` pretrains, retrains and swaps
+``seeds[k::n]``. Seed ``s`` pretrains its own backbone and draws its own retain/forget subsets,
+which every swap variant of that seed shares (paired comparison); nothing carries over from one
+seed to the next, so the shards may run in any order.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset, stratified_split
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.knowledge_swap.glyphs import make_glyph_set
 from icml25.pipelines.knowledge_swap.params import (
@@ -136,8 +139,12 @@ def split_sets(mnist: dict[str, np.ndarray], glyphs: dict[str, Any],
 
 
 # ---------------------------------------------------------------------------------- models
-def _train_models(sets: dict[str, Any], params: dict[str, Any], oracle: bool) -> dict[str, Any]:
+def _train_models(sets: dict[str, Any], params: dict[str, Any], oracle: bool, shard: int,
+                  n_shards: int) -> dict[str, Any]:
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}
     device = _setup(p)
     train, tests = _tensors(sets, device)
     parts = ("retain", "learn") if oracle else ("retain", "forget")
@@ -147,7 +154,7 @@ def _train_models(sets: dict[str, Any], params: dict[str, Any], oracle: bool) ->
     cfg = _vit_config(p, n_classes)
     name = "retrain_oracle" if oracle else "pretrained"
     out = {}
-    for seed in p.seeds:
+    for seed in seeds:
         seed_everything(seed)
         model, info = train_classifier(x, y, cfg, _pretrain_hyper(p), seed, progress=p.progress,
                                        desc=f"{name} seed {seed}", device=device)
@@ -160,26 +167,35 @@ def _train_models(sets: dict[str, Any], params: dict[str, Any], oracle: bool) ->
     return out
 
 
-def pretrain_backbone(sets: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """``f_θ0``: one ViT per seed trained on the retain + forget classes (all ten digits)."""
-    return _train_models(sets, params, oracle=False)
+def pretrain_backbone(sets: dict[str, Any], params: dict[str, Any], shard: int = 0,
+                      n_shards: int = 1) -> dict[str, Any]:
+    """``f_θ0``: one ViT per seed of seed shard ``shard`` of ``n_shards`` trained on the retain +
+    forget classes (all ten digits)."""
+    return _train_models(sets, params, oracle=False, shard=shard, n_shards=n_shards)
 
 
-def retrain_oracle(sets: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The unlearning gold standard: a ViT per seed trained from scratch on retain ∪ learn."""
-    return _train_models(sets, params, oracle=True)
+def retrain_oracle(sets: dict[str, Any], params: dict[str, Any], shard: int = 0,
+                   n_shards: int = 1) -> dict[str, Any]:
+    """The unlearning gold standard: a ViT per seed of seed shard ``shard`` of ``n_shards``
+    trained from scratch on retain ∪ learn."""
+    return _train_models(sets, params, oracle=True, shard=shard, n_shards=n_shards)
 
 
 def swap_variant(pretrained: dict[str, Any], sets: dict[str, Any], params: dict[str, Any],
-                 variant: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One swap variant (``swap.PLANS[variant]``) from each seed's pretrained backbone; returns
-    the per-seed results (accuracies per stage, curves, LoRA norms) and the swapped weights."""
+                 variant: str, shard: int = 0, n_shards: int = 1
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One swap variant (``swap.PLANS[variant]``) from the pretrained backbone of each seed of
+    seed shard ``shard`` of ``n_shards`` (``pretrained`` is that shard's backbones); returns the
+    per-seed results (accuracies per stage, curves, LoRA norms) and the swapped weights."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return [], {}
     device = _setup(p)
     train, tests = _tensors(sets, device)
     hp = _swap_hyper(p)
     results, models = [], {}
-    for seed in p.seeds:
+    for seed in seeds:
         entry = _entry(pretrained[f"seed_{seed}"])
         model = model_from_state(entry["metadata"]["config"], entry["state_dict"]).to(device)
         seed_everything(seed)
@@ -205,6 +221,23 @@ def swap_variant(pretrained: dict[str, Any], sets: dict[str, Any], params: dict[
 
 
 # ----------------------------------------------------------------------------- evaluation
+def _split_shards(n_shards: int, shards: tuple[Any, ...]
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The pretrained backbones, oracles (both ``{seed_<s>: model}`` over every shard) and the
+    swap variants' merged results from the node's inputs: ``n_shards`` backbone shards, then
+    ``n_shards`` oracle shards, then every variant's ``n_shards`` result shards."""
+    expected = n_shards * (2 + len(SWAP_VARIANTS))
+    if len(shards) != expected:
+        raise ValueError(f"knowledge_swap: expected {expected} seed-shard inputs "
+                         f"({n_shards} shards), got {len(shards)}")
+    pretrained = {k: v for part in shards[:n_shards] for k, v in part.items()}
+    oracle = {k: v for part in shards[n_shards:2 * n_shards] for k, v in part.items()}
+    rest = shards[2 * n_shards:]
+    results = {v: interleave_shards(rest[i * n_shards:(i + 1) * n_shards])
+               for i, v in enumerate(SWAP_VARIANTS)}
+    return pretrained, oracle, results
+
+
 def _variant_metrics(acc: dict[str, dict[str, float]], seconds: float) -> dict[str, float]:
     row = {f"acc_{s}_{stage}": acc[stage][s] for stage in STAGES for s in EVAL_SETS}
     row["forget_drop"] = acc["start"]["forget"] - acc["final"]["forget"]
@@ -234,12 +267,12 @@ def collect_metrics(pretrained: dict[str, Any], oracle: dict[str, Any],
     return {v: {m: [r[m] for r in rs] for m in rs[0]} for v, rs in rows.items()}
 
 
-def judge_claims(pretrained: dict[str, Any], oracle: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any], *variant_results: list[dict[str, Any]],
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own accuracies; MLflow child runs."""
+def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: Any,
+                 n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own accuracies (every seed shard of
+    the backbones, oracles and swap variants, see :func:`_split_shards`); MLflow child runs."""
     p = _params(params)
-    results = dict(zip(SWAP_VARIANTS, variant_results, strict=True))
+    pretrained, oracle, results = _split_shards(n_shards, shards)
     metrics = collect_metrics(pretrained, oracle, results, p.seeds)
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
                            p.seeds, title="Knowledge swapping via learning and unlearning "
@@ -263,13 +296,18 @@ def judge_claims(pretrained: dict[str, Any], oracle: dict[str, Any], params: dic
     return report, claims
 
 
-def plot_figures(params: dict[str, Any], *variant_results: list[dict[str, Any]]
-                 ) -> dict[str, Any]:
+def plot_figures(params: dict[str, Any], *variant_shards: list[dict[str, Any]],
+                 n_shards: int = 1) -> dict[str, Any]:
     """``stage_accuracy.png`` (accuracies through the stages per order) and ``lora_norms.png``
-    (per-block LoRA norm heat maps of the two-stage orders)."""
+    (per-block LoRA norm heat maps of the two-stage orders), from every variant's ``n_shards``
+    seed shards of results (variant by variant)."""
     matplotlib.use("Agg")
     _params(params)
-    results = dict(zip(SWAP_VARIANTS, variant_results, strict=True))
+    if len(variant_shards) != n_shards * len(SWAP_VARIANTS):
+        raise ValueError(f"knowledge_swap: expected {n_shards} result shards per swap variant, "
+                         f"got {len(variant_shards)} inputs for {len(SWAP_VARIANTS)} variants")
+    results = {v: interleave_shards(variant_shards[i * n_shards:(i + 1) * n_shards])
+               for i, v in enumerate(SWAP_VARIANTS)}
     orders = ["ltf", "ftl", "ltf_equal", "ftl_equal"]
     return {"stage_accuracy.png": plot_stage_accuracy(results, [*orders, "learn_only", "forget_only",
                                                             "joint", "naive_ft"]),

@@ -1,9 +1,13 @@
 """Wiring of the knowledge_swap pipeline (spec ``knowledge_swap.md``, "Kedro pipeline sketch").
 
-MNIST subset + generated glyphs -> retain / forget / learn sets -> pretrained ViT per seed and
-the retrain oracle -> one swap node per variant (namespace ``knowledge_swap.<variant>``: LtF,
-FtL, learn-only, forget-only, joint, naive fine-tune, equal-weight ablations) -> metrics,
-claims and figures.
+MNIST subset + generated glyphs -> retain / forget / learn sets -> per seed shard (shard ``k`` of
+``n`` takes ``seeds[k::n]``, see :mod:`icml25.core.sweep`) the pretrained ViTs
+(``knowledge_swap.pretrained.shard_<k>``) and the retrain oracles
+(``knowledge_swap.retrain_oracle.shard_<k>``) -> one swap node per variant and seed shard
+(namespace ``knowledge_swap.<variant>.shard_<k>``: LtF, FtL, learn-only, forget-only, joint,
+naive fine-tune, equal-weight ablations), each reading its own shard's backbones -> metrics,
+claims and figures from every shard. Variants and seeds are separate nodes, so a parallel runner
+spreads them over its workers.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.knowledge_swap import nodes
 from icml25.pipelines.knowledge_swap.params import SWAP_VARIANTS, KnowledgeSwapParams
 
@@ -20,9 +25,8 @@ P = "params:knowledge_swap"
 NS = "knowledge_swap"
 
 
-def _for_variant(func, variant: str):
-    bound = partial(func, variant=variant)
-    return update_wrapper(bound, func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -31,23 +35,31 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.make_glyphs, P, f"{NS}.glyphs", name="make_glyphs", namespace=NS),
         node(nodes.split_sets, [f"{NS}.mnist", f"{NS}.glyphs", P], f"{NS}.swap_sets",
              name="split_sets", namespace=NS),
-        node(nodes.pretrain_backbone, [f"{NS}.swap_sets", P], f"{NS}.pretrained",
-             name="pretrain_backbone", namespace=NS, tags=["training"]),
-        node(nodes.retrain_oracle, [f"{NS}.swap_sets", P], f"{NS}.retrain_oracle",
-             name="retrain_oracle", namespace=NS, tags=["training"]),
+    ]
+    n = seed_shards()
+    backbones = [
+        node(_bind(train, shard=k, n_shards=n), [f"{NS}.swap_sets", P],
+             f"{NS}.{models}.shard_{k}.models", name=train.__name__,
+             namespace=f"{NS}.{models}.shard_{k}", tags=["training"])
+        for models, train in (("pretrained", nodes.pretrain_backbone),
+                              ("retrain_oracle", nodes.retrain_oracle))
+        for k in range(n)
     ]
     swaps = [
-        node(_for_variant(nodes.swap_variant, v), [f"{NS}.pretrained", f"{NS}.swap_sets", P],
-             [f"{NS}.{v}.results", f"{NS}.{v}.models"], name="swap", namespace=f"{NS}.{v}",
-             tags=["training"])
-        for v in SWAP_VARIANTS
+        node(_bind(nodes.swap_variant, variant=v, shard=k, n_shards=n),
+             [f"{NS}.pretrained.shard_{k}.models", f"{NS}.swap_sets", P],
+             [f"{NS}.{v}.shard_{k}.results", f"{NS}.{v}.shard_{k}.models"], name="swap",
+             namespace=f"{NS}.{v}.shard_{k}", tags=["training"])
+        for v in SWAP_VARIANTS for k in range(n)
     ]
-    results = [f"{NS}.{v}.results" for v in SWAP_VARIANTS]
+    pretrained = [f"{NS}.pretrained.shard_{k}.models" for k in range(n)]
+    oracles = [f"{NS}.retrain_oracle.shard_{k}.models" for k in range(n)]
+    results = [f"{NS}.{v}.shard_{k}.results" for v in SWAP_VARIANTS for k in range(n)]
     report = [
-        node(nodes.judge_claims,
-             [f"{NS}.pretrained", f"{NS}.retrain_oracle", P, "run_info", *results],
+        node(_bind(nodes.judge_claims, n_shards=n),
+             [P, "run_info", *pretrained, *oracles, *results],
              [f"{NS}.metrics", f"{NS}.claims"], name="judge_claims", namespace=NS),
-        node(nodes.plot_figures, [P, *results], f"{NS}.figures", name="plot_figures",
-             namespace=NS),
+        node(_bind(nodes.plot_figures, n_shards=n), [P, *results], f"{NS}.figures",
+             name="plot_figures", namespace=NS),
     ]
-    return Pipeline(data + swaps + report)
+    return Pipeline(data + backbones + swaps + report)

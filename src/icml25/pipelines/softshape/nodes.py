@@ -16,6 +16,7 @@ import pandas as pd
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.softshape.classifiers import TrainSettings
 from icml25.pipelines.softshape.evaluation import summarise, variant_metrics
@@ -32,6 +33,8 @@ from icml25.pipelines.softshape.ucr_data import LabelledSeries, load_ucr, make_c
 
 logger = logging.getLogger(__name__)
 PIPELINE = "softshape"
+#: the columns of a seed shard's empty result table (a shard with no seed)
+RESULT_COLUMNS = ["variant", "dataset", "fold", "seed", "accuracy"]
 
 
 def _params(params: dict[str, Any]) -> SoftshapeParams:
@@ -97,12 +100,18 @@ def prepare_folds(raw: dict[str, LabelledSeries], cbf: LabelledSeries | None,
 
 # ---------------------------------------------------------------------------------- models
 def train_softshape(prepared: dict[str, list[dict[str, Any]]], params: dict[str, Any],
+                    shard: int = 0, n_shards: int = 1,
                     ) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Any]]:
-    """SoftShape on every data set, fold and seed: models, result rows, test shape scores."""
+    """SoftShape on every data set and fold, once per seed of seed shard ``shard`` of
+    ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`): models,
+    result rows, test shape scores (of the shard's first seed). Every fit seeds itself."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}, pd.DataFrame(columns=RESULT_COLUMNS), {}
     set_threads(p.num_threads)
     rows, models, maps = run_softshape_variant(
-        prepared, "softshape", p.all_datasets, p.seeds, _model_kwargs(p), _settings(p),
+        prepared, "softshape", p.all_datasets, seeds, _model_kwargs(p), _settings(p),
         progress=p.progress, keep_models=True)
     for r in rows:
         logger.info("softshape %s seed %d: acc %.3f (last epoch %.3f), %.1fs, expert load %s",
@@ -112,23 +121,26 @@ def train_softshape(prepared: dict[str, list[dict[str, Any]]], params: dict[str,
 
 
 def train_ablations(prepared: dict[str, list[dict[str, Any]]],
-                    params: dict[str, Any]) -> pd.DataFrame:
-    """The configured ablations on their data sets (same code path, flags only)."""
+                    params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
+    """The configured ablations on their data sets (same code path, flags only), once per seed
+    of seed shard ``shard`` of ``n_shards``."""
     p = _params(params)
-    set_threads(p.num_threads)
     rows = []
-    seeds = p.ablations.seeds or p.seeds
-    for variant in p.ablations.variants:
+    seeds = shard_seeds(p.ablations.seeds or p.seeds, shard, n_shards)
+    if seeds:
+        set_threads(p.num_threads)
+    for variant in p.ablations.variants if seeds else ():
         out, _, _ = run_softshape_variant(prepared, variant, p.ablations.datasets, seeds,
                                           _model_kwargs(p), _settings(p), progress=p.progress)
         rows += out
-    columns = ["variant", "dataset", "fold", "seed", "accuracy"]
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
 
 
 def run_baselines(prepared: dict[str, list[dict[str, Any]]],
-                  params: dict[str, Any]) -> pd.DataFrame:
-    """MiniRocket, Rocket and 1-NN DTW from aeon, and the FCN, on the same folds."""
+                  params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
+    """MiniRocket, Rocket and 1-NN DTW from aeon, and the FCN, on the same folds, once per seed
+    of seed shard ``shard`` of ``n_shards``; the deterministic 1-NN DTW runs once, for the
+    first seed, which shard 0 holds."""
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
@@ -137,20 +149,52 @@ def run_baselines(prepared: dict[str, list[dict[str, Any]]],
             f = p.baselines.fcn
             settings = _settings(p, epochs=f.epochs, patience=f.patience, warm_up=0,
                                  batch_mode=f.batch_mode)
-            rows += run_fcn(prepared, p.all_datasets, f.seeds or p.seeds, settings, p.progress)
+            seeds = shard_seeds(f.seeds or p.seeds, shard, n_shards)
+            if seeds:
+                rows += run_fcn(prepared, p.all_datasets, seeds, settings, p.progress)
         else:
-            rows += run_aeon(prepared, name, p.all_datasets, p.seeds, p.baselines.n_jobs,
-                             p.progress)
-    return pd.DataFrame(rows)
+            seeds = shard_seeds(p.seeds, shard, n_shards)
+            if seeds and (name != "nn_dtw" or shard == 0):
+                rows += run_aeon(prepared, name, p.all_datasets, seeds, p.baselines.n_jobs,
+                                 p.progress)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
+
+
+def _merge_rows(frames: tuple[pd.DataFrame, ...]) -> pd.DataFrame:
+    """One table from the ``n`` seed shards' result rows, in the order one node looping over
+    every seed writes them: each shard lists (variant, data set, fold) groups in the same order
+    with its seeds ``seeds[k::n]`` inside, so row ``i`` of a group is row ``i // n`` of that
+    group in shard ``i % n`` (:func:`icml25.core.sweep.interleave_shards`)."""
+    n = len(frames)
+    positions: dict[tuple[Any, ...], list[list[int]]] = {}
+    for k, frame in enumerate(frames):
+        for i, key in enumerate(zip(frame["variant"], frame["dataset"], frame["fold"],
+                                    strict=True)):
+            positions.setdefault(key, [[] for _ in range(n)])[k].append(i)
+    order = [pos for per_shard in positions.values()
+             for pos in interleave_shards([[(k, i) for i in rows]
+                                           for k, rows in enumerate(per_shard)])]
+    if not order:
+        return pd.DataFrame(columns=RESULT_COLUMNS)
+    return pd.concat([frames[k].iloc[[i]] for k, i in order], ignore_index=True)
+
+
+def _split_shards(n_shards: int, shards: tuple[Any, ...], groups: int) -> list[tuple[Any, ...]]:
+    if len(shards) != groups * n_shards:
+        raise ValueError(f"softshape: expected {groups} x {n_shards} seed-shard inputs, got "
+                         f"{len(shards)}")
+    return [tuple(shards[g * n_shards:(g + 1) * n_shards]) for g in range(groups)]
 
 
 # ----------------------------------------------------------------------------- evaluation
-def evaluate(method: pd.DataFrame, ablations: pd.DataFrame, baselines: pd.DataFrame,
-             params: dict[str, Any], run_info: dict[str, Any],
-             ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
-    """Per-data-set table, ``metrics.json`` and ``claims.json`` from the run's own results;
-    each variant as an MLflow child run with the same metric names; expert load logged."""
+def evaluate(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataFrame,
+             n_shards: int = 1) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    """Per-data-set table, ``metrics.json`` and ``claims.json`` from the run's own results
+    (``n_shards`` seed shards each of the method's, the ablations' and the baselines' rows, in
+    that order); each variant as an MLflow child run with the same metric names; expert load
+    logged."""
     p = _params(params)
+    method, ablations, baselines = (_merge_rows(g) for g in _split_shards(n_shards, shards, 3))
     results = pd.concat([t for t in (method, ablations, baselines) if len(t)],
                         ignore_index=True)
     metrics = variant_metrics(results, p.all_datasets, p.ablations.datasets, p.seeds)
@@ -192,12 +236,16 @@ def summary_table(results: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def plot_figures(score_maps: dict[str, Any],
-                 prepared: dict[str, list[dict[str, Any]]], metrics: dict[str, Any],
-                 params: dict[str, Any]) -> dict[str, Any]:
+def plot_figures(prepared: dict[str, list[dict[str, Any]]], metrics: dict[str, Any],
+                 params: dict[str, Any], *score_map_shards: dict[str, Any]) -> dict[str, Any]:
     """Accuracy bars, the expert load, and the learned shape scores over test series (the
-    paper's interpretability figure; CBF with the true event window shaded)."""
+    paper's interpretability figure; CBF with the true event window shaded) of the first fold
+    and seed, which seed shard 0 holds."""
     p = _params(params)
+    score_maps: dict[str, Any] = {}
+    for maps in score_map_shards:
+        for name, scores in maps.items():
+            score_maps.setdefault(name, scores)
     figures = {"accuracy.png": accuracy_figure(metrics),
                "expert_load.png": expert_load_figure(metrics)}
     for name in p.plot_datasets:

@@ -20,6 +20,7 @@ from icml25.core.chat import ChatClient
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.vga import figures, scoring
 from icml25.pipelines.vga.baselines import PRED_COLUMNS, baseline_predictions
@@ -112,17 +113,23 @@ def _task_arrays(images: pd.DataFrame, task: str, split: str, layout: str):
     return decode_stack(sel["png"]), sel["label"].to_numpy().astype(int), sel
 
 
-def train_model(images: pd.DataFrame, params: dict[str, Any], model: str) -> dict[str, Any]:
-    """Train ``model`` (cnn or vit) from scratch on every task and seed; state dicts with their
-    training curves as metadata (one partition per task and seed)."""
+def train_model(images: pd.DataFrame, params: dict[str, Any], model: str, shard: int = 0,
+                n_shards: int = 1) -> dict[str, Any]:
+    """Train ``model`` (cnn or vit) from scratch on every task, once per seed of shard ``shard``
+    of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`); state
+    dicts with their training curves as metadata (one partition per task and seed, none when
+    the shard has no seed). Each run depends on its task and seed alone."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}
     _check_images(images)
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     spec = p.models[model]
     kwargs = spec.model_kwargs(p.render.size)
     out = {}
-    jobs = [(t, s) for t in p.data.tasks for s in p.seeds]
+    jobs = [(t, s) for t in p.data.tasks for s in seeds]
     for task, seed in tqdm(jobs, desc=f"vga train {model}", disable=not p.progress):
         proto = p.data.tasks[task]
         x_tr, y_tr, _ = _task_arrays(images, task, "train", proto.train_layout)
@@ -151,8 +158,11 @@ def train_model(images: pd.DataFrame, params: dict[str, Any], model: str) -> dic
 
 def evaluate_model(models: dict[str, Any], images: pd.DataFrame, params: dict[str, Any],
                    model: str) -> pd.DataFrame:
-    """Test-set predictions of the val-selected checkpoints on every evaluation layout."""
+    """Test-set predictions of the val-selected checkpoints on every evaluation layout (no row
+    for a seed shard without a seed)."""
     p = _params(params)
+    if not models:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in PRED_COLUMNS})
     _check_images(images)
     set_threads(p.num_threads)
     device = resolve_device(p.device)
@@ -202,15 +212,31 @@ def mllm_eval(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
 def collect_predictions(params: dict[str, Any], baselines: pd.DataFrame,
                         mllm_responses: pd.DataFrame, *model_predictions: pd.DataFrame
                         ) -> pd.DataFrame:
-    """Every variant's test predictions in one long table."""
+    """Every variant's test predictions in one long table: the vision models' seed shards
+    first, back in the order of one node per model (its checkpoints by ``<task>_seed<s>`` key),
+    then the baselines and the MLLM."""
     p = _params(params)
-    frames = [*model_predictions, baselines]
+    frames = [_merge_model_shards([f for f in model_predictions if len(f)]), baselines]
     if mllm_responses is not None and len(mllm_responses):
         frames.append(responses_to_predictions(mllm_responses, p.mllm.seed))
     out = pd.concat(frames, ignore_index=True)[list(PRED_COLUMNS)]
     if out[["label", "pred"]].isna().any().any():
         raise ValueError("vga predictions contain missing labels or answers")
     return out
+
+
+def _merge_model_shards(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate the models' per-shard predictions, then order them as ``evaluate_model``
+    orders one model's checkpoints (``sorted`` keys ``<task>_seed<s>``), models in first-seen
+    order; the sort is stable, so the layouts and samples of a checkpoint keep their order."""
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in PRED_COLUMNS})
+    table = pd.concat(frames, ignore_index=True)
+    rank = {m: i for i, m in enumerate(dict.fromkeys(table["variant"]))}
+    keys = pd.DataFrame({"model": table["variant"].map(rank),
+                         "key": table["task"].astype(str) + "_seed" + table["seed"].astype(str)})
+    order = keys.sort_values(["model", "key"], kind="stable").index
+    return table.loc[order].reset_index(drop=True)
 
 
 def score_predictions(predictions: pd.DataFrame) -> pd.DataFrame:
@@ -225,11 +251,16 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
     p = _params(params)
     protocol = _protocol(p)
     metrics = scoring.variant_metrics(predictions, protocol, p.gap_tasks)
-    training: dict[str, Any] = {}
+    trained: dict[str, dict[str, Any]] = {}  # every seed shard of a model together
     for bundle in models:
+        for key, entry in bundle.items():
+            meta = _entry(entry)["metadata"]
+            trained.setdefault(meta["model"], {})[key] = meta
+    training: dict[str, Any] = {}
+    for model, bundle in trained.items():
         for key in sorted(bundle):
-            meta = _entry(bundle[key])["metadata"]
-            training.setdefault(meta["model"], {})[key] = {
+            meta = bundle[key]
+            training.setdefault(model, {})[key] = {
                 "best_epoch": meta["best_epoch"], "val_acc_by_epoch": meta["val_acc_by_epoch"],
                 "best_test_acc_over_epochs_optimistic": {
                     lo: max(v) for lo, v in meta["test_acc_by_epoch"].items()},

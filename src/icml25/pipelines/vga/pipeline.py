@@ -1,8 +1,10 @@
 """Wiring of the vga pipeline (spec ``vga.md``, "Kedro pipeline sketch").
 
 generate graphs -> check labels -> layouts -> images -> one train + evaluate node pair per vision
-model (namespace ``vga.<model>``), the pixel-free baselines and the optional MLLM -> predictions
--> scores, metrics, claims and figures.
+model and seed shard (namespace ``vga.<model>.shard_<k>``, shard ``k`` of ``n`` trains
+``seeds[k::n]`` on every task, see :mod:`icml25.core.sweep`), the pixel-free baselines and the
+optional MLLM -> predictions (every shard) -> scores, metrics, claims and figures. Models and
+seeds are separate nodes, so a parallel runner spreads them over its workers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.vga import nodes
 from icml25.pipelines.vga.params import MODELS, VgaParams
 
@@ -18,17 +21,17 @@ PARAMETERS = VgaParams
 P = "params:vga"
 
 
-def _for_model(func, model: str):
-    bound = partial(func, model=model)
-    return update_wrapper(bound, func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
-def _model_nodes(model: str) -> list:
-    ns = f"vga.{model}"
+def _model_nodes(model: str, shard: int, n_shards: int) -> list:
+    ns = f"vga.{model}.shard_{shard}"
     return [
-        node(_for_model(nodes.train_model, model), inputs=["vga.images", P],
-             outputs=f"{ns}.models", name="train", namespace=ns, tags=["training"]),
-        node(_for_model(nodes.evaluate_model, model),
+        node(_bind(nodes.train_model, model=model, shard=shard, n_shards=n_shards),
+             inputs=["vga.images", P], outputs=f"{ns}.models", name="train", namespace=ns,
+             tags=["training"]),
+        node(_bind(nodes.evaluate_model, model=model),
              inputs=[f"{ns}.models", "vga.images", P], outputs=f"{ns}.predictions",
              name="evaluate", namespace=ns),
     ]
@@ -45,8 +48,10 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.render_images, ["vga.graphs", "vga.layouts", P], "vga.images",
              name="render_images", namespace=ns),
     ]
-    models = [n for m in MODELS for n in _model_nodes(m)]
-    model_preds = [f"vga.{m}.predictions" for m in MODELS]
+    n_shards = seed_shards()
+    shards = [f"vga.{m}.shard_{k}" for m in MODELS for k in range(n_shards)]
+    models = [n for m in MODELS for k in range(n_shards) for n in _model_nodes(m, k, n_shards)]
+    model_preds = [f"{s}.predictions" for s in shards]
     report = [
         node(nodes.run_baselines, ["vga.graphs", "vga.layouts", "vga.images", P],
              "vga.baseline_predictions", name="run_baselines", namespace=ns),
@@ -59,7 +64,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              name="score_predictions", namespace=ns),
         node(nodes.judge_claims,
              ["vga.predictions", "vga.label_report", P, "run_info",
-              *(f"vga.{m}.models" for m in MODELS)],
+              *(f"{s}.models" for s in shards)],
              ["vga.metrics", "vga.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_figures, ["vga.images", "vga.predictions", "vga.metrics", P],
              "vga.figures", name="plot_figures", namespace=ns),
