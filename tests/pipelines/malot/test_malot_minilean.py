@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -23,7 +24,9 @@ from icml25.pipelines.malot.lean_syntax import (
 from icml25.pipelines.malot.minilean import HEADER, Settings, lean_file, verify
 from icml25.pipelines.malot.soundness import FALSE_SUITE, false_suite_results, random_inequalities
 
-MINIF2F = Path(__file__).resolve().parents[4] / "shared/data/minif2f/minif2f_lean4.jsonl"
+# the shared copy beside the project, or wherever $ICML25_MINIF2F points (a clone elsewhere)
+MINIF2F = Path(os.environ.get("ICML25_MINIF2F") or Path(__file__).resolve().parents[4]
+               / "shared/data/minif2f/minif2f_lean4.jsonl")
 HEADER_LINES = HEADER.count("\n")
 
 

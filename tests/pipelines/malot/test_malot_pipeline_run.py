@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 import yaml
 
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.pipelines.malot.nodes import load_minif2f, read_minif2f
-from icml25.pipelines.malot.params import MalotParams
+from icml25.pipelines.malot.params import LOT_VARIANTS, MalotParams
 
 PROJECT = Path(__file__).resolve().parents[3]
-MINIF2F = PROJECT.parent / "shared/data/minif2f/minif2f_lean4.jsonl"
+MINIF2F = Path(os.environ.get("ICML25_MINIF2F")
+               or PROJECT.parent / "shared/data/minif2f/minif2f_lean4.jsonl")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -32,9 +35,16 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     run_pipeline("malot", env="test", params=_minif2f_params())
     out = kedro_project / "data/08_reporting/malot"
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["metrics"]) == {"ma_lot", "whole_proof"}
+    assert set(metrics["metrics"]) == {"ma_lot", "whole_proof", *LOT_VARIANTS}
     names = {k for k in metrics["metrics"]["ma_lot"] if not k.endswith("_std")}
-    assert names == {k for k in metrics["metrics"]["whole_proof"] if not k.endswith("_std")}
+    for variant in metrics["metrics"]:
+        assert names == {k for k in metrics["metrics"][variant] if not k.endswith("_std")}
+    lot = metrics["metrics"]["lot_ma_lot"]
+    assert lot["acc_minilean_round0"] <= lot["acc_minilean_round1"] <= lot["acc_minilean_round2"]
+    assert metrics["metrics"]["lot_whole_proof"]["generations_per_theorem"] == 8
+    assert metrics["metrics"]["lot_cot_off"]["generations_per_theorem"] == 8
+    assert lot["generations_per_theorem"] <= 8
+    assert set(metrics["lot_generated_tokens_per_theorem"]) == set(LOT_VARIANTS)
     for name in ("acc_minilean_round0", "acc_minilean_round1", "acc_minilean_round2",
                  "acc_minilean", "round_gain_1", "verify_time_per_proof_s"):
         assert _finite(metrics["metrics"]["ma_lot"][name]), name
@@ -52,7 +62,7 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "malot" and claims["run"]["env"] == "test"
-    assert claims["n_claims"] == len(claims["claims"]) == 5
+    assert claims["n_claims"] == len(claims["claims"]) == 9
     for claim in claims["claims"]:
         assert isinstance(claim["holds"], bool)
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
@@ -62,7 +72,14 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     sound = next(c for c in claims["claims"] if c["metric"] == "false_suite_accepted")
     assert sound["holds"] and sound["method_value"] == 0
 
-    assert {p.name for p in (out / "figures").iterdir()} == {"rounds.png", "errors.png"}
+    assert {p.name for p in (out / "figures").iterdir()} == {"rounds.png", "errors.png",
+                                                             "lot_rounds.png"}
+    lot_solved = pd.read_parquet(kedro_project / "data/07_model_output/malot/lot_solved.parquet")
+    assert set(lot_solved["variant"]) == set(LOT_VARIANTS)
+    assert set(lot_solved["set"]) <= {"synthetic", "minif2f"}
+    training = pd.read_csv(kedro_project / "data/06_models/malot/lot_training.csv")
+    assert set(training["phase"]) == {"stage1+2", "full", "no_cd"}
+    assert set(training["seed"]) == {0, 1}
     assert (kedro_project / "data/07_model_output/malot/attempts.parquet").exists()
     assert (kedro_project / "data/01_raw/malot/synth_corrections.parquet").exists()
 
@@ -75,6 +92,9 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert children["ma_lot"].data.tags["icml25.role"] == "method"
     assert children["whole_proof"].data.tags["icml25.role"] == "baseline"
     assert set(children["ma_lot"].data.metrics) == set(children["whole_proof"].data.metrics)
+    assert children["lot_ma_lot"].data.tags["icml25.role"] == "method"
+    assert children["lot_no_cd_ma_lot"].data.tags["icml25.role"] == "ablation"
+    assert set(children["lot_ma_lot"].data.metrics) == set(children["ma_lot"].data.metrics)
 
 
 def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
@@ -90,6 +110,10 @@ def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
     ({"verifier": {"timeout_s": -1}}, r"malot\.verifier\.timeout_s: got -1"),
     ({"synth": {"families": ["geometry"]}}, r"malot\.synth\.families\.0: got 'geometry'"),
     ({"seeds": [1, 1]}, r"malot\.seeds: .*distinct"),
+    ({"lot": {"d_model": 30, "n_heads": 4}}, r"malot\.lot: .*even size"),
+    ({"lot": {"max_seq_len": 64, "thought_tokens": 40}}, r"malot\.lot: .*no room"),
+    ({"lot": {"replay": 1.0}}, r"malot\.lot\.replay: got 1\.0"),
+    ({"lot": {"stage2_steps": 0}}, r"malot\.lot\.stage2_steps: got 0"),
 ])
 def test_parameter_validation_names_the_full_key(override, message):
     base = yaml.safe_load((PROJECT / "conf/base/parameters_malot.yml").read_text())["malot"]
@@ -118,6 +142,25 @@ def test_corrupt_minif2f_file_is_a_clear_error(kedro_project, run_pipeline, tmp_
                         '"informal_stmt": "x"}\n')
     with pytest.raises(ValueError, match="has no ':='"):
         read_minif2f(no_proof)
+
+
+def test_minif2f_path_from_environment(tmp_path, monkeypatch):
+    """``$ICML25_MINIF2F`` replaces the default path (a clone outside the shared workspace), but
+    never a path given explicitly."""
+    tree = yaml.safe_load((PROJECT / "conf/base/parameters_malot.yml").read_text())["malot"]
+    copy = tmp_path / "mini.jsonl"
+    copy.write_text('{"id": "t1", "split": "test", "formal_statement": "theorem t1 (x : ℝ) '
+                    '(h₀ : x = 2) : x + 1 = 3 := sorry", "informal_stmt": "x"}\n')
+    monkeypatch.setenv("ICML25_MINIF2F", str(copy))
+    frame = load_minif2f(tree)
+    assert list(frame["name"]) == ["t1"] and frame["statement"][0].endswith(":= by")
+    other = tmp_path / "other.jsonl"
+    other.write_text(copy.read_text().replace("t1", "t2"))
+    frame = load_minif2f({**tree, "minif2f": {**tree["minif2f"], "path": str(other)}})
+    assert list(frame["name"]) == ["t2"]
+    monkeypatch.setenv("ICML25_MINIF2F", str(tmp_path / "absent.jsonl"))
+    with pytest.raises(FileNotFoundError, match="ICML25_MINIF2F"):
+        load_minif2f({**tree, "minif2f": {**tree["minif2f"], "required": True}})
 
 
 def test_required_minif2f_must_exist(kedro_project, run_pipeline):

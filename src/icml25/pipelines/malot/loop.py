@@ -125,3 +125,66 @@ def cumulative_accuracy(solved_rounds: list[int | None], rounds: int) -> list[fl
     n = max(len(solved_rounds), 1)
     return [sum(1 for s in solved_rounds if s is not None and s <= r) / n
             for r in range(rounds + 1)]
+
+
+# ------------------------------------------------------------------ batched over theorems
+def ma_lot_many(theorems: list[dict[str, Any]], agent, verifier, x: int, rounds: int, y: int,
+                c: int, rngs: list[np.random.Generator]) -> list[dict[str, Any]]:
+    """:func:`ma_lot` on many theorems at once, for an agent that answers batches
+    (``prove_many``/``correct_many``, e.g. a trained model sampling on one padded batch). Per
+    theorem the steps, selection and budget are those of :func:`ma_lot`."""
+    outs = [{"solved_round": None, "attempts": [], "generations": x} for _ in theorems]
+    proofs = agent.prove_many([(t["statement"], x) for t in theorems])
+    failed: list[list[tuple[str, dict[str, Any]]]] = []
+    live = []
+    for k, (thm, batch) in enumerate(zip(theorems, proofs, strict=True)):
+        results = _check(verifier, thm, batch)
+        outs[k]["attempts"] += [_attempt(thm, 0, "prover", p, v, i)
+                                for i, (p, v) in enumerate(results)]
+        failed.append([(p, v) for p, v in results if v is not None])
+        if any(v and v["complete"] for _, v in results):
+            outs[k]["solved_round"] = 0
+        else:
+            live.append(k)
+    for r in range(1, rounds + 1):
+        if not live:
+            break
+        requests, owners = [], []
+        for k in live:
+            picks = select(failed[k], max(1, y // c), rngs[k])
+            outs[k]["generations"] += len(picks) * c
+            for proof, verdict in picks:
+                requests.append((theorems[k]["statement"], proof, verdict["errors"], c))
+                owners.append(k)
+        rewrites = agent.correct_many(requests) if requests else []
+        new: dict[int, list[tuple[str, dict[str, Any] | None]]] = {k: [] for k in live}
+        for k, batch in zip(owners, rewrites, strict=True):
+            new[k] += _check(verifier, theorems[k], batch)
+        still = []
+        for k in live:
+            outs[k]["attempts"] += [_attempt(theorems[k], r, "corrector", p, v, i)
+                                    for i, (p, v) in enumerate(new[k])]
+            if any(v and v["complete"] for _, v in new[k]):
+                outs[k]["solved_round"] = r
+            else:
+                failed[k] = [(p, v) for p, v in new[k] if v is not None] or failed[k]
+                still.append(k)
+        live = still
+    return outs
+
+
+def whole_proof_many(theorems: list[dict[str, Any]], agent, verifier, x: int, rounds: int,
+                     y: int) -> list[dict[str, Any]]:
+    """:func:`whole_proof` on many theorems at once (``prove_many``)."""
+
+    class _One:
+        def __init__(self, proofs: list[str]) -> None:
+            self.proofs = proofs
+
+        def prove(self, statement: str, nl: str, n: int) -> list[str]:
+            return self.proofs
+
+    n = x + rounds * y
+    batches = agent.prove_many([(t["statement"], n) for t in theorems])
+    return [whole_proof(t, _One(b), verifier, x, rounds, y)
+            for t, b in zip(theorems, batches, strict=True)]

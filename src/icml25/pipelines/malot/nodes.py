@@ -22,7 +22,7 @@ from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
 from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, whole_proof
 from icml25.pipelines.malot.minilean import Settings
-from icml25.pipelines.malot.params import VARIANTS, MalotParams
+from icml25.pipelines.malot.params import LOT_VARIANTS, ROLES, VARIANTS, MalotParams
 from icml25.pipelines.malot.soundness import false_suite_results, random_inequalities
 from icml25.pipelines.malot.synthetic import correction_records, generate_theorems
 from icml25.pipelines.malot.verifier import make_verifier
@@ -30,6 +30,9 @@ from icml25.pipelines.malot.verifier import make_verifier
 logger = logging.getLogger(__name__)
 PIPELINE = "malot"
 MINIF2F_FIELDS = ("id", "split", "formal_statement", "informal_stmt")
+#: Environment variable naming the miniF2F file when ``malot.minif2f.path`` is left at its
+#: default (a clone outside the shared workspace points it at its own copy).
+MINIF2F_ENV = "ICML25_MINIF2F"
 
 
 def _params(params: dict[str, Any]) -> MalotParams:
@@ -68,14 +71,26 @@ def read_minif2f(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def minif2f_path(p: MalotParams) -> Path:
+    """``malot.minif2f.path``; when left at its default, ``$ICML25_MINIF2F`` overrides it."""
+    from icml25.pipelines.malot.params import MiniF2FParams
+
+    default = MiniF2FParams.model_fields["path"].default
+    env = os.environ.get(MINIF2F_ENV)
+    if p.minif2f.path == default and env:
+        return Path(env).expanduser()
+    return Path(p.minif2f.path)
+
+
 def load_minif2f(params: dict[str, Any]) -> pd.DataFrame:
     """miniF2F statements from ``malot.minif2f.path`` (never copied into the project); an empty
     table when the file is absent, unless ``malot.minif2f.required``."""
     p = _params(params)
-    path = Path(p.minif2f.path)
+    path = minif2f_path(p)
     if not path.exists():
         if p.minif2f.required:
-            raise FileNotFoundError(f"malot.minif2f.path: {path} does not exist")
+            raise FileNotFoundError(f"malot.minif2f.path: {path} does not exist (or set "
+                                    f"${MINIF2F_ENV})")
         logger.warning("malot: miniF2F file %s absent; evaluating on synthetic theorems only",
                        path)
         return pd.DataFrame(columns=["split", "name", "statement", "nl"])
@@ -194,6 +209,118 @@ def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.Dat
     return pd.DataFrame(attempts), pd.DataFrame(solved)
 
 
+# ---------------------------------------------------------------- the LoT-Solver trained here
+def _lot_stages(theorems: pd.DataFrame, corrections: pd.DataFrame):
+    from icml25.pipelines.malot.lot_model import stage_examples
+
+    train = theorems[theorems["split"] == "train"].to_dict("records")
+    return stage_examples(train, corrections.to_dict("records"))
+
+
+def train_lot_solver(theorems: pd.DataFrame, corrections: pd.DataFrame,
+                     params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One small LoT-Solver per seed, trained with the LoT-TL stages on the training theorems
+    and correction records (never on held-out ones), plus its no-correction-data ablation."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.malot.lot_model import (
+        CD_PLACEHOLDER,
+        OPENER,
+        PLACEHOLDER,
+        LeanTokenizer,
+        RecipeConfig,
+        train_recipe,
+    )
+
+    p = _params(params)
+    if not p.lot.enabled:
+        return {}, pd.DataFrame(columns=["seed", "phase", "step", "train_loss"])
+    set_threads(p.lot.num_threads)
+    stages = _lot_stages(theorems, corrections)
+    tok = LeanTokenizer.train([f"{a} {b}" for pairs in stages.values() for a, b in pairs]
+                              + [OPENER, PLACEHOLDER, CD_PLACEHOLDER])
+    cfg = RecipeConfig(**{k: getattr(p.lot, k) for k in RecipeConfig.__dataclass_fields__})
+    logger.info("malot: LoT-TL data: %s examples; vocabulary %d tokens",
+                {k: len(v) for k, v in stages.items()}, len(tok))
+    models, rows = {}, []
+    for seed in p.seeds:
+        seed_everything(seed)
+        trained, history = train_recipe(tok, stages, cfg, seed, progress=p.progress)
+        models[seed] = {k: {n: t.detach().clone() for n, t in m.state_dict().items()}
+                        for k, m in trained.items()}
+        rows += [{"seed": seed, **h} for h in history]
+    bundle = {"vocab": tok.vocab, "config": dict(cfg.__dict__), "models": models}
+    return bundle, pd.DataFrame(rows, columns=["seed", "phase", "step", "train_loss", "lr"])
+
+
+def _load_lot(bundle: dict[str, Any], seed: int, which: str):
+    from icml25.pipelines.malot.lot_model import LeanTokenizer, build_model
+
+    tok = LeanTokenizer(bundle["vocab"])
+    c = bundle["config"]
+    model = build_model(len(tok), c["d_model"], c["n_layers"], c["n_heads"], c["d_ff"],
+                        c["max_seq_len"])
+    model.load_state_dict(bundle["models"][seed][which])
+    return model.eval(), tok
+
+
+def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd.DataFrame,
+                     coverage: pd.DataFrame, params: dict[str, Any]
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The trained model in the MA-LoT loop and its baselines/ablations at equal generation
+    count, on the same evaluation theorems as :func:`run_variants`."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.malot.loop import ma_lot_many, whole_proof_many
+    from icml25.pipelines.malot.lot_model import LotAgent
+
+    p = _params(params)
+    empty = pd.DataFrame(columns=["variant", "seed", "set", "family", "name", "generations",
+                                  "solved_round", "tokens"])
+    if not p.lot.enabled or not bundle:
+        return pd.DataFrame(), empty
+    set_threads(p.lot.num_threads)
+    b, lot = p.budget, p.lot
+    verifier = make_verifier(p.verifier.backend, _settings(p), p.verifier.lean_project_dir,
+                             p.verifier.timeout_s, p.verifier.workers, p.verifier.memory_mb)
+    tasks = evaluation_set(theorems, minif2f, coverage, p)
+    plan = {  # variant: (model, prover CoT, corrector CoT, loop)
+        "lot_ma_lot": ("full", True, True, "ma_lot"),
+        "lot_whole_proof": ("full", True, True, "whole_proof"),
+        "lot_selfcorrect_nocot": ("full", True, False, "ma_lot"),
+        "lot_cot_off": ("full", False, False, "whole_proof"),
+        "lot_no_cd_ma_lot": ("no_cd", True, True, "ma_lot"),
+    }
+    attempts, solved = [], []
+    bar = tqdm(total=len(p.seeds) * len(plan), desc="malot: LoT-Solver variants",
+               disable=not p.progress)
+    for seed in p.seeds:
+        for variant, (which, cot, ccot, loop) in plan.items():
+            model, tok = _load_lot(bundle, seed, which)
+            agent = LotAgent(model, tok, seed * 7 + list(plan).index(variant),
+                             lot.temperature, lot.top_p, lot.thought_tokens, lot.proof_tokens,
+                             with_cot=cot, corrector_cot=ccot, batch_size=lot.sample_batch)
+            if loop == "ma_lot":
+                rngs = [np.random.default_rng(seed * 1_000_003 + i * 7919)
+                        for i in range(len(tasks))]
+                outs = ma_lot_many(tasks, agent, verifier, b.x, b.rounds, b.y,
+                                   b.corrections_per_proof, rngs)
+            else:
+                outs = whole_proof_many(tasks, agent, verifier, b.x, b.rounds, b.y)
+            tokens = agent.tokens_generated / max(len(tasks), 1)
+            for thm, out in zip(tasks, outs, strict=True):
+                tag = {"variant": variant, "seed": seed, "set": thm["set"],
+                       "family": thm["family"]}
+                attempts += [{**tag, **a} for a in out["attempts"]]
+                solved.append({**tag, "name": thm["name"], "generations": out["generations"],
+                               "solved_round": (-1 if out["solved_round"] is None
+                                                else out["solved_round"]), "tokens": tokens})
+            if agent.overlong:
+                logger.info("malot: %s seed %d: %d prompts longer than the model's context "
+                            "(answered with an empty proof)", variant, seed, agent.overlong)
+            bar.update()
+    bar.close()
+    return pd.DataFrame(attempts), pd.DataFrame(solved)
+
+
 def check_soundness(params: dict[str, Any]) -> pd.DataFrame:
     """The false-statement suite and the random-inequality property (spec section 8)."""
     p = _params(params)
@@ -213,7 +340,8 @@ def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
     """Per variant, per seed: cumulative accuracy per round (synthetic held-out), the final
     accuracy on synthetic and miniF2F, round gains, verifier time per proof, generations."""
     metrics: dict[str, dict[str, list[float]]] = {}
-    for variant in VARIANTS:
+    present = set(solved["variant"]) if len(solved) else set()
+    for variant in [v for v in ROLES if v in present]:
         out: dict[str, list[float]] = {}
         for seed in seeds:
             s = solved[(solved["variant"] == variant) & (solved["seed"] == seed)]
@@ -226,6 +354,7 @@ def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
             out.setdefault("acc_minilean", []).append(curve[-1])
             for r in range(1, rounds + 1):
                 out.setdefault(f"round_gain_{r}", []).append(curve[r] - curve[r - 1])
+            out.setdefault("round_gain_total", []).append(curve[-1] - curve[0])
             mf = s[s["set"] == "minif2f"]
             out.setdefault("acc_minilean_minif2f", []).append(
                 float((mf["solved_round"] >= 0).mean()) if len(mf) else math.nan)
@@ -234,15 +363,23 @@ def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
                 float(verified["verify_time"].mean()) if len(verified) else math.nan)
             out.setdefault("generations_per_theorem", []).append(float(s["generations"].mean()))
             out.setdefault("proofs_verified", []).append(float(len(verified)))
+        gains = np.asarray(out["round_gain_total"])
+        out["seeds_with_round_gain"] = [float((gains > 0).mean())]  # one value for the run
         metrics[variant] = out
     return metrics
 
 
-def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, coverage: pd.DataFrame,
-                 soundness: pd.DataFrame, corrections: pd.DataFrame, params: dict[str, Any],
+def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.DataFrame,
+                 lot_attempts: pd.DataFrame, coverage: pd.DataFrame, soundness: pd.DataFrame,
+                 corrections: pd.DataFrame, lot_training: pd.DataFrame, params: dict[str, Any],
                  run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from this run's own results; MLflow child runs."""
     p = _params(params)
+    lot_tokens = ({v: float(g["tokens"].mean()) for v, g in lot_solved.groupby("variant")}
+                  if len(lot_solved) else {})
+    solved = pd.concat([solved, lot_solved.drop(columns=["tokens"], errors="ignore")],
+                       ignore_index=True)
+    attempts = pd.concat([attempts, lot_attempts], ignore_index=True)
     metrics = variant_metrics(solved, attempts, p.budget.rounds, p.seeds)
     false_rows = soundness[soundness["suite"] == "false_statements"]
     random_rows = soundness[soundness["suite"] == "random_inequalities"]
@@ -259,7 +396,8 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, coverage: pd.Data
     claim_metrics = {**metrics, "checker:minilean": checker}
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
                            p.seeds, title="MA-LoT (ICML 2025)",
-                           figures=["figures/rounds.png", "figures/errors.png"])
+                           figures=["figures/rounds.png", "figures/lot_rounds.png",
+                                    "figures/errors.png"])
     histogram = (attempts[attempts["error_category"] != ""]
                  .groupby(["variant", "error_category"]).size().unstack(fill_value=0))
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
@@ -268,6 +406,10 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, coverage: pd.Data
         "verifier_backend": p.verifier.backend,
         "agent_backend": p.agent.backend,
         "correction_records": len(corrections),
+        "lot_generated_tokens_per_theorem": lot_tokens,
+        "lot_final_train_loss": ({f"{ph}/seed{sd}": float(g["train_loss"].iloc[-1])
+                                  for (ph, sd), g in lot_training.groupby(["phase", "seed"])}
+                                 if len(lot_training) else {}),
         "error_categories": {v: {k: int(n) for k, n in row.items()}
                              for v, row in histogram.iterrows()},
         "fragment_out_reasons": coverage.loc[~coverage["in_fragment"], "reason"]
@@ -276,11 +418,13 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, coverage: pd.Data
     if mlflow.active_run() is not None:
         means = {v: {k: float(np.nanmean(x)) if not all(map(math.isnan, x)) else math.nan
                      for k, x in m.items()} for v, m in metrics.items()}
-        variant_params = {v: {"agent": p.agent.backend, "verifier": p.verifier.backend,
-                              "budget": p.budget.model_dump(),
-                              "kind": "prover + corrector" if v == "ma_lot" else "whole proof"}
-                          for v in VARIANTS}
-        log_variants(PIPELINE, means, VARIANTS, params_by_variant=variant_params)
+        variant_params = {v: {"agent": p.agent.backend if v in VARIANTS else "lot_solver",
+                              "verifier": p.verifier.backend, "budget": p.budget.model_dump(),
+                              "kind": "prover + corrector" if "ma_lot" in v or "correct" in v
+                              else "whole proof"}
+                          for v in means}
+        log_variants(PIPELINE, means, {v: ROLES[v] for v in means},
+                     params_by_variant=variant_params)
         log_metrics({**checker, "claims_holding": claims["n_holds"],
                      "claims_total": claims["n_claims"]})
     return report, claims
@@ -307,6 +451,19 @@ def plot_results(metrics: dict[str, Any], attempts: pd.DataFrame,
     ax.set_title("malot — synthetic held-out theorems")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    fig3, ax3 = plt.subplots(figsize=(5, 3.4))
+    for variant in LOT_VARIANTS:
+        vals = metrics["metrics"].get(variant)
+        if not vals:
+            continue
+        mean = [vals[f"acc_minilean_round{r}"] for r in range(b.rounds + 1)]
+        std = [vals.get(f"acc_minilean_round{r}_std", 0.0) or 0.0 for r in range(b.rounds + 1)]
+        ax3.errorbar(gens, mean, yerr=std, marker="o", capsize=3, label=variant)
+    ax3.set_xlabel("generations per theorem")
+    ax3.set_ylabel("cumulative accuracy (MiniLean)")
+    ax3.set_title("malot — LoT-Solver trained here, held-out theorems")
+    ax3.legend(fontsize=7)
+    fig3.tight_layout()
     fig2, ax2 = plt.subplots(figsize=(6, 3.4))
     errs = attempts[attempts["error_category"] != ""]
     table = errs.groupby(["error_category", "variant"]).size().unstack(fill_value=0)
@@ -315,4 +472,4 @@ def plot_results(metrics: dict[str, Any], attempts: pd.DataFrame,
     ax2.set_xlabel("failed attempts (all seeds)")
     ax2.set_title("malot — verifier error categories")
     fig2.tight_layout()
-    return {"rounds.png": fig, "errors.png": fig2}
+    return {"rounds.png": fig, "errors.png": fig2, "lot_rounds.png": fig3}

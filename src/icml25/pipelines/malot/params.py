@@ -12,7 +12,17 @@ from icml25.core.params import ParamsModel, Seeds
 from icml25.pipelines.malot.synthetic import FAMILIES
 
 #: Variants evaluated by the pipeline: the method and its baselines at equal generation count.
+#: ``ma_lot``/``whole_proof``: the agents of ``malot.agent`` (symbolic by default);
+#: ``lot_*``: the small model trained here with the LoT-TL recipe (``malot.lot``).
 VARIANTS = {"ma_lot": "method", "whole_proof": "baseline"}
+LOT_VARIANTS = {
+    "lot_ma_lot": "method",               # prover + corrector, both WITH long CoT
+    "lot_whole_proof": "baseline",        # whole-proof pass@(x + k·y), WITH CoT
+    "lot_selfcorrect_nocot": "ablation",  # corrector thought replaced by the placeholder
+    "lot_cot_off": "ablation",            # prover only, WITHOUT CoT (pass@(x + k·y))
+    "lot_no_cd_ma_lot": "ablation",       # model trained without correction data, MA-LoT loop
+}
+ROLES = {**VARIANTS, **LOT_VARIANTS}
 
 
 class VerifierParams(ParamsModel):
@@ -86,6 +96,41 @@ class SoundnessParams(ParamsModel):
     seed: int = Field(default=0, ge=0)
 
 
+class LotParams(ParamsModel):
+    """The small LoT-Solver trained here (spec section 5), one per seed."""
+
+    enabled: bool = True
+    d_model: int = Field(default=96, ge=8)
+    n_layers: int = Field(default=3, ge=1)
+    n_heads: int = Field(default=4, ge=1)
+    d_ff: int = Field(default=256, ge=8)
+    max_seq_len: int = Field(default=256, ge=64, le=4096)
+    batch_size: int = Field(default=16, ge=1)
+    lr: float = Field(default=3e-3, gt=0, le=1)
+    warmup: int = Field(default=30, ge=0)
+    stage1_steps: int = Field(default=60, ge=0)
+    stage2_steps: int = Field(default=200, ge=1)
+    stage3_steps: int = Field(default=200, ge=1)
+    replay: float = Field(default=0.25, ge=0, lt=1)
+    weight_decay: float = Field(default=0.01, ge=0)
+    thought_tokens: int = Field(default=40, ge=1)
+    proof_tokens: int = Field(default=32, ge=1)
+    sample_batch: int = Field(default=256, ge=1)
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    top_p: float = Field(default=0.8, gt=0, le=1)
+    num_threads: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> LotParams:
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"d_model {self.d_model} must split into n_heads {self.n_heads} "
+                             "heads of even size")
+        if self.thought_tokens + self.proof_tokens + 16 >= self.max_seq_len:
+            raise ValueError("thought_tokens + proof_tokens leave no room for the prompt in "
+                             f"max_seq_len {self.max_seq_len}")
+        return self
+
+
 class MalotParams(ParamsModel):
     seeds: Seeds
     progress: bool = True
@@ -95,4 +140,5 @@ class MalotParams(ParamsModel):
     synth: SynthParams
     minif2f: MiniF2FParams
     soundness: SoundnessParams
+    lot: LotParams = LotParams()
     claims: list[ClaimSpec] = Field(min_length=1)
