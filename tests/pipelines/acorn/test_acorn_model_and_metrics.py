@@ -139,6 +139,7 @@ def test_augmentation_keeps_the_inter_channel_delay():
     (("data", "speed"), [0.0, 343.0], r"acorn\.data\.speed: .*speed of sound"),
     (("data", "weak_t60"), [0.1, 0.7], r"acorn\.data: .*must not overlap"),
     (("train", "epochs"), 0, r"acorn\.train\.epochs: got 0"),
+    (("model", "phase"), "pairwise", r"acorn\.model\.phase"),
 ])
 def test_parameter_model_names_the_full_key(path, value, message):
     import copy

@@ -37,6 +37,7 @@ class EncoderConfig:
     use_phase: bool = True
     n_ch: int = 2
     mc_mode: str = "stack"
+    phase: str = "relative"
     dropout: float = 0.1
     n_sources: int = 7  # catalogue entries + "no named source"
 
@@ -44,16 +45,27 @@ class EncoderConfig:
         return asdict(self)
 
 
-def stft_features(x: torch.Tensor, use_phase: bool = True, dither: float = 1e-5
-                  ) -> torch.Tensor:
-    """(B, C, N) audio → (B, K, C, 128, T) maps, K = 3 (log1p|X|, sin∠X, cos∠X) or 1.
+def stft_features(x: torch.Tensor, use_phase: bool = True, dither: float = 1e-5,
+                  phase: str = "relative") -> torch.Tensor:
+    """(B, C, N) audio → (B, K, C, 128, T) maps, K = 3 (log1p|X|, sin φ, cos φ) or 1.
 
     One gain for all channels keeps level cues: x / (max_c rms(x_c) + 1e-8) · 0.1. The dither
     (a fixed pseudo-random sequence, so evaluation is deterministic) makes the phase of
     otherwise empty bins well defined; a bin with |X| = 0 exactly gets angle 0 (sin 0, cos 1).
+
+    ``phase="absolute"``: φ_c = ∠X_c for every channel (the paper's per-channel phase maps).
+    ``phase="relative"``: the reference channel (mic 1) keeps its absolute phase φ_0 = ∠X_0
+    (the frame-to-frame phase advance that carries a Doppler shift), every other channel carries
+    its inter-channel phase difference φ_c = ∠X_c − ∠X_0 (IPD, the standard input of learned
+    direction-of-arrival estimators). sin/cos of a difference are products of the absolute maps
+    (sin(a − b) = sin a·cos b − cos a·sin b), so both options hold the same information in the
+    same number of maps; the relative one hands the delay to the first (linear) convolution
+    directly, a 1-sample TDoA being the per-bin pattern cos(2πk/254), sin(2πk/254).
     """
     if x.dim() != 3:
         raise ValueError(f"audio must be (batch, channels, samples), got shape {tuple(x.shape)}")
+    if phase not in ("absolute", "relative"):
+        raise ValueError(f"phase must be 'absolute' or 'relative', got {phase!r}")
     rms = x.pow(2).mean(dim=-1).sqrt().amax(dim=1, keepdim=True)
     x = x / (rms.unsqueeze(-1) + 1e-8) * 0.1
     if dither:
@@ -69,6 +81,8 @@ def stft_features(x: torch.Tensor, use_phase: bool = True, dither: float = 1e-5
     if use_phase:
         zero = mag == 0
         angle = torch.where(zero, torch.zeros_like(mag), torch.angle(spec))
+        if phase == "relative" and c > 1:
+            angle = torch.cat([angle[:, :1], angle[:, 1:] - angle[:, :1]], dim=1)
         maps += [torch.sin(angle), torch.cos(angle)]
     return torch.stack(maps, dim=1)
 
@@ -95,6 +109,8 @@ class AcornEncoder(nn.Module):
         super().__init__()
         if cfg.mc_mode not in ("stack", "tokens"):
             raise ValueError(f"mc_mode must be 'stack' or 'tokens', got {cfg.mc_mode!r}")
+        if cfg.phase not in ("absolute", "relative"):
+            raise ValueError(f"phase must be 'absolute' or 'relative', got {cfg.phase!r}")
         self.cfg = cfg
         k = 3 if cfg.use_phase else 1
         bins = N_FFT // 2 + 1
@@ -125,7 +141,7 @@ class AcornEncoder(nn.Module):
         return h.transpose(1, 2).reshape(b, -1, h.shape[-1])  # frame-major: channels interleaved
 
     def forward(self, audio: torch.Tensor, prefix: torch.Tensor | None = None) -> torch.Tensor:
-        feats = stft_features(audio, self.cfg.use_phase)
+        feats = stft_features(audio, self.cfg.use_phase, phase=self.cfg.phase)
         h = self.front_end(feats)
         h = h + sinusoidal_positions(h.shape[1], h.shape[2], h.device).to(h)
         if prefix is not None:

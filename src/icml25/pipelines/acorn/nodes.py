@@ -7,6 +7,7 @@ pipeline sketch and returns plain tables, dicts or state dicts.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import matplotlib
@@ -109,9 +110,6 @@ def build_source_bank(speech: dict[str, Any], params: dict[str, Any]) -> dict[st
         for name, path in packaged_wavs().items():
             audio.append(read_wav(path).astype(np.float32))
             index.loc[len(index)] = {"family": "real", "name": name, "split": "test"}
-        if not (index["family"] == "real").any():
-            logger.info("acorn: no packaged real recordings installed (pysptk, amfm_decompy); "
-                        "the test split uses synthetic and TTS sources only")
     index["n_samples"] = [a.size for a in audio]
     return {"index": index, "audio": audio}
 
@@ -155,8 +153,12 @@ def render_clips(meta: pd.DataFrame, bank: dict[str, Any], params: dict[str, Any
     clip_n = scene_config(p).clip_n
     out = {}
     for split, rows in meta.groupby("split", sort=False):
+        start = time.perf_counter()
         audio = scenes.render_split(rows, bank["audio"], clip_n, progress=p.progress,
                                     desc=f"acorn render {split}")
+        seconds = time.perf_counter() - start
+        logger.info("acorn render %s: %d clips in %.1f s (%.1f simulated clips/s)", split,
+                    len(rows), seconds, len(rows) / max(seconds, 1e-9))
         out[str(split)] = audio.astype(np.float16)
     return out
 
@@ -188,6 +190,7 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
     device = resolve_device(p.device)
     cfg = EncoderConfig(d=p.model.d, layers=p.model.layers, heads=p.model.heads,
                         use_phase=variant == "acorn_phase", mc_mode=p.model.mc_mode,
+                        phase=p.model.phase,
                         dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 1)
     train_data, val_data = _task_data(meta, clips, "train"), _task_data(meta, clips, "val")
     models = {}

@@ -108,6 +108,9 @@ class ModelParams(ParamsModel):
     layers: int = Field(ge=1)
     heads: int = Field(ge=1)
     mc_mode: Literal["stack", "tokens"] = "stack"
+    #: phase maps: `relative` = mic 1's absolute phase + inter-channel phase differences of
+    #: the other mics (IPD), `absolute` = every mic's own phase (see encoder.stft_features)
+    phase: Literal["absolute", "relative"] = "relative"
     dropout: float = Field(default=0.1, ge=0, lt=1)
 
     @model_validator(mode="after")

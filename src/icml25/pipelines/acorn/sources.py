@@ -2,7 +2,7 @@
 
 The paper convolves simulated channels with AudioSet clips; nothing is downloaded here, so the
 source bank holds offline speech (Debian espeak-ng and flite through :mod:`icml25.core.speech`),
-the real CMU ARCTIC / sample clips shipped inside PyPI wheels when those wheels are installed,
+the real CMU ARCTIC / sample clips shipped inside the pysptk and amfm_decompy wheels,
 and synthetic families generated with numpy. Doppler items use a fixed catalogue of named tonal
 sources with known rest frequencies (without a known rest spectrum a constant-speed shift is
 not identifiable).
@@ -200,29 +200,56 @@ def synthesize_plan(plan: pd.DataFrame, progress: bool = False) -> list[np.ndarr
     return out
 
 
+#: Real recordings shipped inside PyPI wheels (spec ``acorn.md`` "Data"): package → file inside
+#: it, and the duration the spec states (CMU ARCTIC a0007, 4.0 s; amfm_decompy's sample, 0.9 s).
+PACKAGED_WAVS = {"pysptk": ("example_audio_data/arctic_a0007.wav", 4.0),
+                 "amfm_decompy": ("sample.wav", 0.9)}
+
+
+class SourceFileError(ValueError):
+    """A packaged recording the source catalogue needs is missing or unreadable."""
+
+
+def packaged_wav_path(package: str) -> Path:
+    """Where ``package``'s wheel keeps its recording, found with ``importlib.util.find_spec``
+    (pysptk's own import needs pkg_resources, so the package is never imported)."""
+    relative = PACKAGED_WAVS[package][0]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise SourceFileError(
+            f"acorn.sources.use_packaged_wavs: package {package!r} is not installed, so its "
+            f"recording {relative} is missing; install it (it is a project dependency) or set "
+            f"acorn.sources.use_packaged_wavs: false")
+    path = Path(spec.origin).parent / relative
+    if not path.is_file():
+        raise SourceFileError(
+            f"acorn.sources.use_packaged_wavs: {package} is installed but {path} is missing; "
+            f"reinstall {package} or set acorn.sources.use_packaged_wavs: false")
+    return path
+
+
 def packaged_wavs() -> dict[str, Path]:
-    """Real recordings shipped inside installed wheels (located without importing them):
-    CMU ARCTIC ``arctic_a0007.wav`` in pysptk, ``sample.wav`` in amfm_decompy."""
-    found = {}
-    for package, relative in (("pysptk", "example_audio_data/arctic_a0007.wav"),
-                              ("amfm_decompy", "sample.wav")):
-        spec = importlib.util.find_spec(package)
-        if spec is None or spec.origin is None:
-            continue
-        path = Path(spec.origin).parent / relative
-        if path.exists():
-            found[f"{package}:{path.name}"] = path
-    return found
+    """Real recordings shipped inside installed wheels: CMU ARCTIC ``arctic_a0007.wav`` in
+    pysptk, ``sample.wav`` in amfm_decompy. Raises :class:`SourceFileError` if one is missing."""
+    return {f"{package}:{Path(rel).name}": packaged_wav_path(package)
+            for package, (rel, _) in PACKAGED_WAVS.items()}
 
 
-def read_wav(path: Path) -> np.ndarray:
-    """A wav file as unit-RMS float at 16 kHz (mono)."""
-    sr, x = wavfile.read(path)
+def read_wav(path: Path, min_seconds: float = 0.05) -> np.ndarray:
+    """A wav file as unit-RMS float at 16 kHz (mono); a corrupt, empty, silent, non-finite or
+    too short file raises :class:`SourceFileError` naming the file."""
+    try:
+        sr, x = wavfile.read(path)
+    except (OSError, ValueError, EOFError) as err:
+        raise SourceFileError(f"{path}: not a readable wav file ({err})") from err
     x = np.asarray(x, dtype=np.float64)
     if x.ndim > 1:
         x = x.mean(axis=1)
     if x.size == 0 or not np.all(np.isfinite(x)) or not np.any(x):
-        raise ValueError(f"{path}: empty, silent or non-finite audio")
+        raise SourceFileError(f"{path}: empty, silent or non-finite audio")
+    if x.size < min_seconds * sr:
+        raise SourceFileError(f"{path}: {x.size / sr:.3f} s of audio, need at least "
+                              f"{min_seconds} s")
     x = resample(x, int(sr), FS).astype(np.float64)
     return x / np.sqrt(np.mean(x ** 2))
 
