@@ -64,3 +64,57 @@ def test_paired_permutation_test():
     a = rng.normal(size=200)
     assert paired_permutation_p(a, a + 1.0, 500, 0) < 0.01
     assert paired_permutation_p(a, a, 500, 0) == 1.0
+
+
+def test_finetune_returns_the_dev_best_checkpoint(setup):
+    """Checkpoints scored every eval_every steps and at the last; the best one is returned."""
+    lex, vocab, model = setup
+    from icml25.pipelines.twa.training import Example
+    rng = np.random.default_rng(2)
+    srcs = [sample_source(rng, lex, 4, 8) for _ in range(16)]
+    ex = [Example(vocab.encode(s), vocab.encode(translate(s, lex)), [], 0.0) for s in srcs]
+    scores = iter([3.0, 1.0, 2.0, 5.0])  # dev scores at steps 2, 4, 6, 7
+    seen = {}
+
+    def dev_score(m):
+        seen[len(seen)] = {k: v.clone() for k, v in m.state_dict().items()}
+        return next(scores)
+
+    tuned, info = finetune(model, MethodConfig("sft_all"), ex, vocab, steps=7, batch=4, lr=1e-2,
+                           warmup=0.0, seed=0, progress=False, dev_score=dev_score,
+                           eval_every=2)
+    assert [s for s, _ in info["dev_curve"]] == [2, 4, 6, 7]
+    assert info["best_step"] == 4 and info["best_dev"] == 1.0
+    best = seen[1]
+    assert all(torch.equal(v, best[k]) for k, v in tuned.state_dict().items())
+    assert not all(torch.equal(v, seen[3][k]) for k, v in tuned.state_dict().items())
+
+
+def test_omission_spans_follow_the_real_mqm_convention_or_the_gap_token(setup):
+    """source_side: an omission becomes a zero-length span (no UL, first error unmoved);
+    gap_token: it stays on the token emitted at the gap. A bad record is named."""
+    import json
+
+    import pandas as pd
+
+    from icml25.pipelines.twa.nodes import build_examples
+
+    _, vocab, _ = setup
+    words = [w for w in vocab.tokens if not w.startswith("<")][:5]
+    row = {"src_idx": 3, "system": "other_0_greedy", "src": " ".join(words[:3]),
+           "hyp": " ".join(words[:4]), "mqm": 6.0, "exact_mqm": 6.0,
+           "spans": json.dumps([[1, 2, "major", "Accuracy/Omission"],
+                                [3, 4, "minor", "Fluency/Grammar"]]),
+           "exact_spans": json.dumps([[1, 2, "major", "Accuracy/Omission"]])}
+    table = pd.DataFrame([row])
+    gap, _ = build_examples(table, vocab, {"major": 5.0, "minor": 1.0, "punct": 0.1,
+                                           "nontranslation": 5.0}, "gap_token")
+    src_side, _ = build_examples(table, vocab, {"major": 5.0, "minor": 1.0, "punct": 0.1,
+                                                "nontranslation": 5.0}, "source_side")
+    assert gap[0].spans == [(1, 2, 5.0), (3, 4, 1.0)]
+    assert src_side[0].spans == [(1, 1, 5.0), (3, 4, 1.0)]
+    bad = table.assign(spans=json.dumps([[2, 9, "major", "Accuracy/Mistranslation"]]))
+    with pytest.raises(ValueError, match=r"annotation 0 \(system other_0_greedy, source 3\).*"
+                                         "falls outside the output"):
+        build_examples(bad, vocab, {"major": 5.0, "minor": 1.0, "punct": 0.1,
+                                    "nontranslation": 5.0})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -14,7 +16,9 @@ from icml25.core.params import ParameterError
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 METHODS = {"base", "sft_all", "filter_sft", "dpo", "twa", "twa_token_ul", "twa_token_ul_l1",
-           "twa_offtraj", "twa_seq", "twa_l1", "twa_l0.2", "dpo_sft0", "dpo_sft1"}
+           "twa_offtraj", "twa_seq", "twa_l1", "twa_l0.2", "dpo_sft0", "dpo_sft1", "sft_ref",
+           "twa_with_refs", "twa_omission_gap"}
+TUNED = {"sft_all", "filter_sft", "sft_ref", "dpo_sft0", "dpo_sft1", "twa_l1", "twa_l0.2"}
 
 
 def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
@@ -32,6 +36,25 @@ def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert len(metrics["per_seed"][variant]["test_oracle_mqm"]) == 2
     assert metrics["metrics"]["base"]["inspan_correct_dlogp"] == 0.0
     assert 0 <= metrics["data"]["error_free_share"] <= 1
+    # dev selection: every tuned variant searched over the lr grid on the first seed, the
+    # chosen lr is the dev-best grid point, checkpoints scored every eval_every steps
+    results = json.loads((kedro_project / "data/07_model_output/twa/results.json").read_text())
+    grid = results["grid"]
+    for name in TUNED:
+        points = [g for g in grid if g["variant"] == name]
+        assert sorted(g["lr"] for g in points) == [3.0e-4, 1.0e-3], name
+        best = min(points, key=lambda g: g["dev_oracle_mqm"])
+        assert results["selected"][name]["lr"] == best["lr"]
+        assert results["selected"][name]["dev_oracle_mqm"] == best["dev_oracle_mqm"]
+        for g in points:
+            assert [step for step, _ in g["dev_curve"]] == [2, 4]
+            assert g["dev_oracle_mqm"] == min(v for _, v in g["dev_curve"])
+    lam = results["selected"]["twa"]["ul_scale"]
+    assert results["selected"]["twa_offtraj"]["lr"] == results["selected"][f"twa_l{lam:g}"]["lr"]
+    assert metrics["per_seed"]["twa"]["test_oracle_mqm"] == \
+        metrics["per_seed"][f"twa_l{lam:g}"]["test_oracle_mqm"]
+    assert json.loads((kedro_project / "data/07_model_output/twa/real_results.json")
+                      .read_text()) == {"enabled": False}
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "twa" and claims["run"]["env"] == "test"
@@ -56,10 +79,8 @@ def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
 
 @pytest.mark.parametrize("override, key", [
-    ({"model": {"d_model": 15}}, "twa.model"),
     ({"loss": {"ul_scale": [0.2, 0.05]}}, "twa.loss"),
-    ({"annotator": {"p_miss": 1.5}}, "twa.annotator.p_miss"),
-    ({"systems": {"source": "self"}}, "twa.systems.source"),
+    ({"real": {"mqm_tsv_paths": ["/nonexistent/mqm.tsv"]}}, "twa.real.mqm_tsv_paths"),
 ])
 def test_bad_parameters_fail_before_any_work(kedro_project, run_pipeline, override, key):
     with pytest.raises(Exception) as err:
@@ -70,3 +91,51 @@ def test_bad_parameters_fail_before_any_work(kedro_project, run_pipeline, overri
         e = e.__cause__ or e.__context__
     assert any(isinstance(x, ParameterError) and key in str(x) for x in chain), str(err.value)
     assert not (kedro_project / "data/01_raw/twa/corpus.parquet").exists()
+
+
+def _base_params() -> dict:
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    return yaml.safe_load((root / "conf/base/parameters_twa.yml").read_text())["twa"]
+
+
+@pytest.mark.parametrize("section, override, key, words", [
+    ("model", {"d_model": 15}, "twa.model", "not divisible by heads"),
+    ("annotator", {"p_miss": 1.5}, "twa.annotator.p_miss", "less than 1"),
+    ("systems", {"source": "self"}, "twa.systems.source", "others"),
+    ("finetune", {"lr": [3.0e-4, -1.0]}, "twa.finetune", "lr grid values must be > 0"),
+    ("finetune", {"eval_every": 1000}, "twa.finetune", "no checkpoint"),
+    ("dpo", {"beta": []}, "twa.dpo.beta", "at least 1 item"),
+    ("loss", {"omission_spans": "target"}, "twa.loss.omission_spans", "source_side"),
+    ("real", {"merge_raters": "vote"}, "twa.real.merge_raters", "per_rater"),
+    ("real", {"mqm_tsv_paths": ["/nonexistent/mqm.tsv"]}, "twa.real.mqm_tsv_paths",
+     "not found"),
+    ("real", {"methods": ["twa", "bon"]}, "twa.real.methods.1", "twa_seq"),
+])
+def test_bad_parameters_are_named_by_their_full_key(section, override, key, words):
+    from icml25.core.params import validate_parameters
+    from icml25.pipelines.twa.params import TwaParams
+
+    params = _base_params()
+    params[section] = params[section] | override
+    with pytest.raises(ParameterError, match=re.escape(key)) as err:
+        validate_parameters(TwaParams, params, "twa")
+    assert words in str(err.value)
+
+
+def test_real_checkpoint_is_required_with_mqm_files(tmp_path):
+    from icml25.core.params import validate_parameters
+    from icml25.pipelines.twa.params import TwaParams
+
+    tsv = tmp_path / "mqm.tsv"
+    tsv.write_text("system\tdoc\n", encoding="utf-8")
+    params = _base_params()
+    params["real"] = params["real"] | {"mqm_tsv_paths": [str(tsv)]}
+    with pytest.raises(ParameterError, match=r"twa\.real\.hf_model_path: got None"):
+        validate_parameters(TwaParams, params, "twa")
+    params["real"]["hf_model_path"] = str(tmp_path)
+    with pytest.raises(ParameterError, match="has none"):
+        validate_parameters(TwaParams, params, "twa")
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    assert validate_parameters(TwaParams, params, "twa").real.enabled

@@ -33,6 +33,7 @@ from icml25.pipelines.twa.toy_language import SUFFIXES, Lexicon, word_groups
 SEVERITIES = ("major", "minor")
 NON_TRANSLATION = "Non-translation"
 PUNCTUATION = "Fluency/Punctuation"
+OMISSION = "Accuracy/Omission"
 MQM_WEIGHTS = {"major": 5.0, "minor": 1.0, "punct": 0.1, "nontranslation": 25.0}
 
 
@@ -126,7 +127,7 @@ def _classify(kind: str, h: str | None, r: str | None, lex: Lexicon) -> tuple[st
         if tok in lex.source_words:
             return "major", "Accuracy/Untranslated"
         return ("minor" if tok in lex.target_function_words else "major"), "Accuracy/Addition"
-    return "major", "Accuracy/Omission"
+    return "major", OMISSION
 
 
 def _merge(errors: list[Error]) -> list[Error]:
@@ -256,7 +257,7 @@ def corrupt_once(ref: list[str], lex: Lexicon, rng: np.random.Generator,
                  and (i + 1 == len(ref) or ref[i + 1] != ref[i])]
         i = int(rng.choice(cands))
         del hyp[i]
-        return hyp, Error(i, i + 1, "major", "Accuracy/Omission")
+        return hyp, Error(i, i + 1, "major", OMISSION)
     if kind == "punctuation":
         return hyp[:-1], Error(len(ref) - 1, len(ref), "minor", PUNCTUATION)
     raise ValueError(f"unknown error type {kind!r}; expected one of {ERROR_TYPES}")

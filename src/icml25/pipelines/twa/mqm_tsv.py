@@ -10,7 +10,8 @@ unlikelihood term and does not move the first-error position).
 with character spans in the marker-free target; :func:`char_to_token_spans` maps them to token
 spans from a tokenizer's offset mapping (a token belongs to a span iff its non-whitespace
 characters overlap it, so SentencePiece's leading "▁"/space never pulls in the previous word).
-This is the real-data path; it is not wired into the default pipeline yet.
+This is the real-data path: :mod:`icml25.pipelines.twa.hf_seq2seq` turns the records into
+training examples for a local HF seq2seq checkpoint (node ``run_real``, tag ``real``).
 """
 
 from __future__ import annotations

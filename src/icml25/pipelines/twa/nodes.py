@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -26,6 +27,7 @@ from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.twa.annotator import (
     MQM_WEIGHTS,
     NON_TRANSLATION,
+    OMISSION,
     add_noise,
     annotate,
     corrupt,
@@ -208,9 +210,17 @@ def make_annotated(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     return pd.DataFrame(rows)
 
 
-def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, float]
-                   ) -> tuple[list[Example], list[set[int]]]:
-    """Training examples with loss-weighted spans, after checking every annotation record."""
+def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, float],
+                   omission_spans: str = "gap_token") -> tuple[list[Example], list[set[int]]]:
+    """Training examples with loss-weighted spans, after checking every annotation record.
+
+    ``omission_spans``: ``gap_token`` keeps an omission on the hypothesis token emitted at the
+    gap (the spec's toy localisation); ``source_side`` makes it a zero-length span as in the
+    real MQM files, where annotators mark omissions on the source: no UL term, ``t*`` unmoved.
+    """
+    if omission_spans not in ("gap_token", "source_side"):
+        raise ValueError(f"omission_spans: got {omission_spans!r}; expected 'gap_token' or "
+                         "'source_side'")
     need = {"src_idx", "system", "src", "hyp", "spans", "exact_spans", "mqm"}
     if annotated.empty or not need <= set(annotated.columns):
         raise ValueError(f"twa annotated outputs: expected a non-empty table with columns "
@@ -228,7 +238,8 @@ def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, flo
         validate_annotation(rid, len(hyp), exact)
         examples.append(Example(
             src=vocab.encode(_toks(row.src)), tgt=vocab.encode(hyp),
-            spans=[(s, e, error_weight(sev, cat, weights)) for s, e, sev, cat in spans],
+            spans=[(s, s if cat == OMISSION and omission_spans == "source_side" else e,
+                    error_weight(sev, cat, weights)) for s, e, sev, cat in spans],
             mqm=float(row.mqm)))
         wrong.append({t for s, e, _, cat in exact if cat != NON_TRANSLATION
                       for t in range(s, e)})
@@ -236,40 +247,76 @@ def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, flo
 
 
 # ------------------------------------------------------------------------------- methods
-def _method_grid(p: TwaParams) -> list[tuple[str, MethodConfig]]:
+def _families(p: TwaParams) -> list[tuple[str, str, list[tuple[str, MethodConfig]]]]:
+    """The tuned variants: (name, training data, hyperparameter grid without the lr).
+
+    Every variant is also tuned over ``finetune.lr``; ``refs`` trains on the references of the
+    finetuning sources (SFT-ref), ``ann+refs`` on the annotated outputs plus the references as
+    error-free outputs (the paper's "with references" setting).
+    """
     eps = p.loss.clamp_eps
     thr = p.finetune.filter_threshold
-    grid = [("sft_all", MethodConfig("sft_all")),
-            ("filter_sft", MethodConfig("filter_sft", filter_threshold=thr))]
-    grid += [(f"dpo_sft{w:g}", MethodConfig("dpo", beta=p.dpo.beta, sft_weight=w))
-             for w in p.dpo.sft_weight]
-    grid += [(f"twa_l{lam:g}", MethodConfig("twa", ul_scale=lam, clamp_eps=eps))
-             for lam in p.loss.ul_scale]
-    return grid
+    fam = [("sft_all", "ann", [("", MethodConfig("sft_all"))]),
+           ("filter_sft", "ann", [("", MethodConfig("filter_sft", filter_threshold=thr))])]
+    if p.finetune.with_references:
+        fam.append(("sft_ref", "refs", [("", MethodConfig("sft_all"))]))
+    for w in p.dpo.sft_weight:
+        fam.append((f"dpo_sft{w:g}", "ann",
+                    [(f"beta={b:g}", MethodConfig("dpo", beta=b, sft_weight=w))
+                     for b in p.dpo.beta]))
+    for lam in p.loss.ul_scale:
+        fam.append((f"twa_l{lam:g}", "ann", [("", MethodConfig("twa", lam, clamp_eps=eps))]))
+    return fam
 
 
-def _ablations(lam: float, eps: float) -> list[tuple[str, MethodConfig]]:
-    """TWA's ablations at the dev-selected lambda_UL (token-level UL also at lambda_UL = 1)."""
-    out = [("twa_token_ul_l1", MethodConfig("twa", 1.0, "token", clamp_eps=eps)),
-           ("twa_token_ul", MethodConfig("twa", lam, "token", clamp_eps=eps)),
-           ("twa_offtraj", MethodConfig("twa", lam, use_off_trajectory=True, clamp_eps=eps)),
-           ("twa_seq", MethodConfig("twa_seq", ul_scale=lam, clamp_eps=eps))]
+def _ablations(p: TwaParams, lam: float) -> list[tuple[str, str, MethodConfig, str]]:
+    """TWA's ablations: one switch changed, the lr of the TWA variant they are compared with.
+
+    (name, training data, method, the TWA variant whose dev-selected lr they use).
+    """
+    eps = p.loss.clamp_eps
+    twa = f"twa_l{lam:g}"
+    out = [("twa_token_ul_l1", "ann", MethodConfig("twa", 1.0, "token", clamp_eps=eps), "twa_l1"),
+           ("twa_token_ul", "ann", MethodConfig("twa", lam, "token", clamp_eps=eps), twa),
+           ("twa_offtraj", "ann", MethodConfig("twa", lam, use_off_trajectory=True,
+                                               clamp_eps=eps), twa),
+           ("twa_seq", "ann", MethodConfig("twa_seq", ul_scale=lam, clamp_eps=eps), twa)]
+    out.append((f"twa_omission_{_other_omission(p).split('_')[0]}", "ann_flip",
+                MethodConfig("twa", lam, clamp_eps=eps), twa))
+    if p.finetune.with_references:
+        out.append(("twa_with_refs", "ann+refs", MethodConfig("twa", lam, clamp_eps=eps), twa))
     return out
+
+
+def _other_omission(p: TwaParams) -> str:
+    return "gap_token" if p.loss.omission_spans == "source_side" else "source_side"
+
+
+def _reference_examples(corpus: pd.DataFrame, vocab: Vocab) -> list[Example]:
+    return [Example(vocab.encode(s), vocab.encode(r), [], 0.0) for s, r in _split(corpus, "ft")]
 
 
 def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
                 annotated: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
-    """Finetune every method from the base model for each seed and evaluate it.
+    """Finetune every method from the base model and evaluate it (spec "Baselines").
 
-    Seeds vary the finetuning (batch order, dropout); data, base model and the other systems
-    come from ``twa.seed``. Grids (lambda_UL for TWA, the SFT weight for DPO) are selected per
-    seed on dev oracle MQM; ``twa`` and ``dpo`` are the selected members.
+    Selection on dev oracle MQM only, as the paper tuned every method: on the first seed each
+    variant's grid (lr x beta for DPO; lr for the others; lambda_UL is a variant of its own) is
+    searched, and every run keeps its dev-best checkpoint (scored every ``eval_every`` steps).
+    ``twa`` is the best lambda_UL variant, ``dpo`` the best SFT-weight variant. The remaining
+    seeds rerun each variant at its selected hyperparameters (again with its dev-best
+    checkpoint). Seeds vary the finetuning (batch order, dropout); data, base model and the
+    other systems come from ``twa.seed``.
     """
     p = _params(params)
     set_threads(p.num_threads)
     lex = Lexicon.from_json(lexicon)
     vocab = Vocab(lex.vocabulary())
-    examples, wrong = build_examples(annotated, vocab, p.loss.weights.model_dump())
+    weights = p.loss.weights.model_dump()
+    examples, wrong = build_examples(annotated, vocab, weights, p.loss.omission_spans)
+    flipped, _ = build_examples(annotated, vocab, weights, _other_omission(p))
+    refs = _reference_examples(corpus, vocab)
+    data = {"ann": examples, "refs": refs, "ann+refs": examples + refs, "ann_flip": flipped}
     base = _model(systems, "base")
     sets = {name: _split(corpus, name) for name in ("dev", "test", "test_hard")}
     sets = {k: v for k, v in sets.items() if v}
@@ -277,75 +324,111 @@ def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str
     diag_ex = [examples[i] for i in diag_idx]
     diag_wrong = [wrong[i] for i in diag_idx]
 
+    def decode_eval(model: Seq2Seq, name: str) -> tuple[dict[str, float], np.ndarray]:
+        pairs = sets[name]
+        hyps = greedy_translate(model, [vocab.encode(s) for s, _ in pairs], p.eval.batch,
+                                max_new=p.model.max_len - 1)
+        return evaluate_outputs([vocab.decode(h) for h in hyps], [r for _, r in pairs], lex,
+                                p.annotator.max_errors)
+
+    def dev_mqm(model: Seq2Seq) -> float:
+        return decode_eval(model, "dev")[0]["oracle_mqm"]
+
     def evaluate(model: Seq2Seq) -> tuple[dict[str, float], np.ndarray]:
         out: dict[str, float] = {}
         seg = np.zeros(0)
-        for name, pairs in sets.items():
-            hyps = greedy_translate(model, [vocab.encode(s) for s, _ in pairs], p.eval.batch,
-                                    max_new=p.model.max_len - 1)
-            metrics, segs = evaluate_outputs([vocab.decode(h) for h in hyps],
-                                             [r for _, r in pairs], lex, p.annotator.max_errors)
+        for name in sets:
+            metrics, segs = decode_eval(model, name)
             out |= {f"{name}_{k}": v for k, v in metrics.items()}
             if name == "test":
                 seg = segs
         out |= within_span_change(model, base, diag_ex, diag_wrong, vocab)
         return out, seg
 
-    base_metrics, base_seg = evaluate(base)
+    f = p.finetune
+    families = _families(p)
+    n_grid = sum(len(g) for _, _, g in families) * len(f.lr)
+    n_abl = len(_ablations(p, p.loss.ul_scale[0]))
+    total = n_grid + n_abl + (len(p.seeds) - 1) * (len(families) + n_abl)
+    bar = tqdm(total=total, desc="twa finetune methods", disable=not p.progress)
+
+    def train(name: str, kind: str, method: MethodConfig, lr: float, seed: int
+              ) -> tuple[Seq2Seq, dict]:
+        model, info = finetune(base, method, data[kind], vocab, steps=f.steps, batch=f.batch,
+                               lr=lr, warmup=f.warmup, seed=seed,
+                               max_pairs_per_source=p.dpo.max_pairs_per_source,
+                               progress=False, desc=name, dev_score=dev_mqm,
+                               eval_every=f.eval_every)
+        bar.update(1)
+        bar.set_postfix(seed=seed, method=name, lr=lr)
+        return model, info
+
+    # ---- tuning on the first seed: every grid point, dev-best checkpoint each
+    seed0 = p.seeds[0]
+    seed_everything(seed0)
+    chosen: dict[str, dict[str, Any]] = {}  # name -> kind, method, lr, label, dev, step
+    models0: dict[str, Seq2Seq] = {}
+    grid_log: list[dict[str, Any]] = []
+    for name, kind, grid in families:
+        for label, method in grid:
+            for lr in f.lr:
+                model, info = train(name, kind, method, lr, seed0)
+                grid_log.append({"variant": name, "hparams": label, "lr": lr,
+                                 "dev_oracle_mqm": info["best_dev"],
+                                 "best_step": info["best_step"], "dev_curve": info["dev_curve"]})
+                if name not in chosen or info["best_dev"] < chosen[name]["dev"]:
+                    chosen[name] = {"kind": kind, "method": method, "lr": lr, "hparams": label,
+                                    "dev": info["best_dev"], "step": info["best_step"]}
+                    models0[name] = model
+    lam = min(p.loss.ul_scale, key=lambda v: chosen[f"twa_l{v:g}"]["dev"])
+    dpo_w = min(p.dpo.sft_weight, key=lambda v: chosen[f"dpo_sft{v:g}"]["dev"])
+    ablations = _ablations(p, lam)
+    for name, kind, method, like in ablations:
+        lr = chosen[like]["lr"]
+        model, info = train(name, kind, method, lr, seed0)
+        grid_log.append({"variant": name, "hparams": f"lr of {like}", "lr": lr,
+                         "dev_oracle_mqm": info["best_dev"], "best_step": info["best_step"],
+                         "dev_curve": info["dev_curve"]})
+        chosen[name] = {"kind": kind, "method": method, "lr": lr, "hparams": f"lr of {like}",
+                        "dev": info["best_dev"], "step": info["best_step"]}
+        models0[name] = model
+
+    # ---- every seed: the selected configuration, evaluated on dev / test / test-hard
     variants: dict[str, dict[str, list[float]]] = {}
     segments: dict[str, list[list[float]]] = {}
-    selected: dict[str, dict[str, Any]] = {}
-
-    def record(name: str, seed_pos: int, metrics: dict[str, float], seg: np.ndarray) -> None:
-        store = variants.setdefault(name, {})
-        for k, v in metrics.items():
-            store.setdefault(k, []).append(float(v))
-        segments.setdefault(name, []).append(seg.tolist())
-        assert len(store["test_oracle_mqm"]) == seed_pos + 1
-
-    f = p.finetune
-    total = len(p.seeds) * (len(_method_grid(p)) + 4)
-    bar = tqdm(total=total, desc="twa finetune methods", disable=not p.progress)
+    base_metrics, base_seg = evaluate(base)
     for pos, seed in enumerate(p.seeds):
         seed_everything(seed)
-        record("base", pos, base_metrics, base_seg)
-        results: dict[str, tuple[dict[str, float], np.ndarray]] = {}
-
-        def train(name: str, method: MethodConfig, seed: int = seed,
-                  results: dict = results) -> None:
-            model, _ = finetune(base, method, examples, vocab, steps=f.steps, batch=f.batch,
-                                lr=f.lr, warmup=f.warmup, seed=seed,
-                                max_pairs_per_source=p.dpo.max_pairs_per_source,
-                                progress=False, desc=name)
+        results = {"base": (base_metrics, base_seg)}
+        for name, cfg in chosen.items():
+            if pos == 0:
+                model = models0.pop(name)
+            else:
+                model, _ = train(name, cfg["kind"], cfg["method"], cfg["lr"], seed)
             results[name] = evaluate(model)
-            bar.update(1)
-            bar.set_postfix(seed=seed, method=name)
-
-        for name, method in _method_grid(p):
-            train(name, method)
-        lam = min(p.loss.ul_scale, key=lambda v: results[f"twa_l{v:g}"][0]["dev_oracle_mqm"])
-        dpo_w = min(p.dpo.sft_weight,
-                    key=lambda v: results[f"dpo_sft{v:g}"][0]["dev_oracle_mqm"])
-        for name, method in _ablations(lam, p.loss.clamp_eps):
-            train(name, method)
         results["twa"] = results[f"twa_l{lam:g}"]
         results["dpo"] = results[f"dpo_sft{dpo_w:g}"]
-        selected[str(seed)] = {"ul_scale": lam, "dpo_sft_weight": dpo_w}
         twa_seg = results["twa"][1]
         for name, (metrics, seg) in results.items():
-            record(name, pos, metrics, seg)
-        for name in variants:
-            seg = np.asarray(segments[name][pos])
-            variants[name].setdefault("test_p_vs_twa", []).append(
+            store = variants.setdefault(name, {})
+            for k, v in metrics.items():
+                store.setdefault(k, []).append(float(v))
+            store.setdefault("test_p_vs_twa", []).append(
                 paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
+            segments.setdefault(name, []).append(seg.tolist())
     bar.close()
+    selected = {name: {"lr": c["lr"], "hparams": c["hparams"], "dev_oracle_mqm": c["dev"],
+                       "best_step": c["step"]} for name, c in chosen.items()}
+    selected |= {"twa": {"ul_scale": lam, "variant": f"twa_l{lam:g}"},
+                 "dpo": {"sft_weight": dpo_w, "variant": f"dpo_sft{dpo_w:g}"}}
     return {"variants": variants, "segments": segments, "selected": selected,
-            "base_info": systems["metadata"]["base"], "others": systems["metadata"]["others"]}
+            "grid": grid_log, "base_info": systems["metadata"]["base"],
+            "others": systems["metadata"]["others"]}
 
 
 # ------------------------------------------------------------------------------ reporting
 ROLES = {"twa": "method", "base": "baseline", "sft_all": "baseline", "filter_sft": "baseline",
-         "dpo": "baseline"}
+         "dpo": "baseline", "sft_ref": "baseline"}
 
 
 def _data_stats(annotated: pd.DataFrame) -> dict[str, Any]:
@@ -418,3 +501,57 @@ def plot_results(results: dict[str, Any]) -> dict[str, Any]:
     ax2.legend()
     fig2.tight_layout()
     return {"test_oracle_mqm.png": fig1, "within_span.png": fig2}
+
+
+# ------------------------------------------------------------------------- real-data branch
+def run_real(params: dict[str, Any]) -> dict[str, Any]:
+    """The real-data branch (spec "Data", real path): local MQM TSV file(s) + a local HF seq2seq
+    checkpoint; every configured method finetuned from it and scored on held-out segments.
+
+    Off (``{"enabled": false}``) unless ``twa.real.mqm_tsv_paths`` is set. Run it alone with
+    ``kedro run --pipeline=twa --tags=real``.
+    """
+    from icml25.core.device import resolve_device
+    from icml25.pipelines.twa.hf_seq2seq import load_seq2seq, merge_rater_records, run_real_methods
+    from icml25.pipelines.twa.mqm_tsv import read_mqm_tsv
+
+    p = _params(params)
+    r = p.real
+    if not r.enabled:
+        return {"enabled": False}
+    set_threads(p.num_threads)
+    seed_everything(p.seed)
+    records = []
+    for path in r.mqm_tsv_paths:
+        try:
+            records += read_mqm_tsv(Path(path).read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+    if not records:
+        raise ValueError(f"twa.real.mqm_tsv_paths {r.mqm_tsv_paths}: no annotated outputs")
+    records = merge_rater_records(records, r.merge_raters)
+    model, tokenizer = load_seq2seq(r.hf_model_path, str(resolve_device(r.device)))
+    eps = p.loss.clamp_eps
+    lam = r.ul_scale
+    catalog = {
+        "sft_all": MethodConfig("sft_all"),
+        "filter_sft": MethodConfig("filter_sft", filter_threshold=p.finetune.filter_threshold),
+        "dpo": MethodConfig("dpo", beta=r.dpo_beta, sft_weight=r.dpo_sft_weight),
+        "twa": MethodConfig("twa", lam, clamp_eps=eps),
+        "twa_token_ul": MethodConfig("twa", lam, "token", clamp_eps=eps),
+        "twa_offtraj": MethodConfig("twa", lam, use_off_trajectory=True, clamp_eps=eps),
+        "twa_seq": MethodConfig("twa_seq", ul_scale=lam, clamp_eps=eps),
+    }
+    out = run_real_methods(
+        model, tokenizer, records, {m: catalog[m] for m in r.methods},
+        weights=p.loss.weights.model_dump(), heldout_fraction=r.heldout_fraction,
+        steps=r.steps, batch=r.batch, lr=r.lr, warmup=r.warmup, seed=p.seed,
+        max_pairs_per_source=p.dpo.max_pairs_per_source,
+        max_source_tokens=r.max_source_tokens, max_target_tokens=r.max_target_tokens,
+        save_dir=r.save_dir, progress=p.progress)
+    out |= {"mqm_tsv_paths": list(r.mqm_tsv_paths), "hf_model_path": r.hf_model_path,
+            "merge_raters": r.merge_raters}
+    if mlflow.active_run() is not None:
+        log_metrics({f"real_{v}_{k}": float(x) for v, m in out["variants"].items()
+                     for k, x in m.items() if isinstance(x, (int, float))})
+    return out

@@ -6,9 +6,10 @@ Every choice the spec marks *unconfirmed* is a parameter here (``loss.*``, ``fil
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
@@ -102,6 +103,7 @@ class LossWeights(ParamsModel):
 
 class LossParams(ParamsModel):
     ul_scale: list[float] = Field(min_length=1)
+    omission_spans: Literal["source_side", "gap_token"] = "source_side"
     weights: LossWeights
     clamp_eps: float = Field(gt=0, lt=1)
 
@@ -115,18 +117,91 @@ class LossParams(ParamsModel):
         return self
 
 
+def _positive_grid(values: list[float], what: str) -> list[float]:
+    if any(v <= 0 for v in values):
+        raise ValueError(f"{what} grid values must be > 0, got {values}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} grid has duplicates: {values}")
+    return values
+
+
 class DpoParams(ParamsModel):
-    beta: float = Field(gt=0)
+    beta: list[float] = Field(min_length=1)
     sft_weight: list[float] = Field(min_length=1)
     max_pairs_per_source: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _grids(self) -> DpoParams:
+        _positive_grid(self.beta, "beta")
+        if any(w < 0 for w in self.sft_weight):
+            raise ValueError(f"sft_weight grid values must be >= 0, got {self.sft_weight}")
+        return self
 
 
 class FinetuneParams(ParamsModel):
     steps: int = Field(gt=0)
-    lr: float = Field(gt=0)
+    lr: list[float] = Field(min_length=1)
     batch: int = Field(gt=0)
     warmup: float = Field(ge=0, le=1)
     filter_threshold: float = Field(ge=0)
+    eval_every: int = Field(gt=0)
+    with_references: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> FinetuneParams:
+        _positive_grid(self.lr, "lr")
+        if self.eval_every > self.steps:
+            raise ValueError(f"eval_every {self.eval_every} > steps {self.steps}: no checkpoint "
+                             "would be evaluated on dev")
+        return self
+
+
+REAL_METHODS = ("sft_all", "filter_sft", "dpo", "twa", "twa_token_ul", "twa_offtraj", "twa_seq")
+
+
+class RealParams(ParamsModel):
+    """The real-data branch: local MQM TSV file(s) and a local HF seq2seq checkpoint."""
+
+    mqm_tsv_paths: list[str] = Field(default_factory=list)
+    hf_model_path: str | None = Field(default=None, validate_default=True)
+    merge_raters: Literal["per_rater", "union"] = "per_rater"
+    methods: list[Literal[REAL_METHODS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["sft_all", "filter_sft", "dpo", "twa"], min_length=1)
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    steps: int = Field(default=100, gt=0)
+    batch: int = Field(default=8, gt=0)
+    lr: float = Field(default=1e-5, gt=0)
+    warmup: float = Field(default=0.05, ge=0, le=1)
+    ul_scale: float = Field(default=1.0, gt=0)
+    dpo_beta: float = Field(default=0.1, gt=0)
+    dpo_sft_weight: float = Field(default=1.0, ge=0)
+    heldout_fraction: float = Field(default=0.1, ge=0, lt=1)
+    max_source_tokens: int = Field(default=256, gt=0)
+    max_target_tokens: int = Field(default=256, gt=0)
+    save_dir: str | None = "data/06_models/twa/real"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.mqm_tsv_paths)
+
+    @field_validator("mqm_tsv_paths")
+    @classmethod
+    def _tsv_exist(cls, paths: list[str]) -> list[str]:
+        missing = [p for p in paths if not Path(p).is_file()]
+        if missing:
+            raise ValueError(f"existing local MQM TSV files; not found: {missing}")
+        return paths
+
+    @field_validator("hf_model_path")
+    @classmethod
+    def _checkpoint(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            if info.data.get("mqm_tsv_paths"):
+                raise ValueError("a local seq2seq checkpoint directory when mqm_tsv_paths is set")
+            return path
+        if not (Path(path) / "config.json").is_file():
+            raise ValueError(f"a checkpoint directory with a config.json; {path} has none")
+        return path
 
 
 class EvalParams(ParamsModel):
@@ -149,6 +224,7 @@ class TwaParams(ParamsModel):
     dpo: DpoParams
     finetune: FinetuneParams
     eval: EvalParams
+    real: RealParams = Field(default_factory=RealParams)
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

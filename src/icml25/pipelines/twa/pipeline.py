@@ -1,7 +1,8 @@
 """Wiring of the twa pipeline (spec ``twa.md``, "Kedro pipeline sketch").
 
-corpus -> base model and other systems -> annotated outputs -> every method finetuned and
-evaluated per seed -> metrics, claims and figures.
+corpus -> base model and other systems -> annotated outputs -> every method finetuned (grids
+tuned on dev) and evaluated per seed -> metrics, claims and figures; a separate real-data node
+(tag ``real``) finetunes a local HF seq2seq checkpoint on local MQM TSV annotations.
 """
 
 from __future__ import annotations
@@ -31,4 +32,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              ["twa.metrics", "twa.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_results, "twa.results", "twa.figures", name="plot_results",
              namespace=ns),
+        # real-data branch: local MQM TSV + local HF seq2seq checkpoint (off unless configured)
+        node(nodes.run_real, P, "twa.real_results", name="run_real", namespace=ns,
+             tags=["real"]),
     ])

@@ -4,7 +4,8 @@
   set and ``target_error_free`` it calibrates the base model: a checkpoint every ``ckpt_every``
   steps and the first whose dev greedy error-free rate reaches the target is kept.
 * :func:`finetune` — one method (SFT-all, Filter+SFT, DPO, TWA and its ablations) from the base
-  model, identical step budget, AdamW with linear warm-up then constant learning rate.
+  model, identical step budget, AdamW with linear warm-up then constant learning rate; with a
+  dev scorer it returns the dev-best checkpoint (scored every ``eval_every`` steps).
 * :func:`evaluate_outputs` — oracle MQM (exact annotator), % error-free, chrF, chrF++, BLEU, TER
   (sacrebleu) and exact match of greedy test translations.
 """
@@ -12,7 +13,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,9 +145,15 @@ def dpo_pairs(examples: Sequence[Example], max_pairs_per_source: int,
 
 def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], vocab: Vocab, *,
              steps: int, batch: int, lr: float, warmup: float, seed: int,
-             max_pairs_per_source: int = 6, progress: bool = True,
-             desc: str = "finetune") -> tuple[Seq2Seq, dict]:
-    """Finetune a copy of ``base`` with one method; returns the model and its loss history."""
+             max_pairs_per_source: int = 6, progress: bool = True, desc: str = "finetune",
+             dev_score: Callable[[Seq2Seq], float] | None = None,
+             eval_every: int | None = None) -> tuple[Seq2Seq, dict]:
+    """Finetune a copy of ``base`` with one method; returns the model and its history.
+
+    With ``dev_score`` (lower is better, e.g. dev oracle MQM) the model is scored every
+    ``eval_every`` steps and at the last step, and the best-scoring checkpoint is returned (spec
+    "Pitfalls": report dev-selected checkpoints, not last-step ones).
+    """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = copy.deepcopy(base)
@@ -169,7 +176,9 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
         raise ValueError(f"finetune {method.kind}: no training data (filter or pairs empty)")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warm = round(warmup * steps)
-    losses = []
+    losses: list[float] = []
+    curve: list[tuple[int, float]] = []
+    best: tuple[float, int, dict] | None = None
     for step in tqdm(range(steps), desc=desc, disable=not progress, mininterval=2.0):
         _schedule(opt, lr, warm, step)
         idx = rng.integers(0, len(data), size=batch)
@@ -180,8 +189,20 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
+        last = step + 1 == steps
+        if dev_score is not None and (last or (eval_every and (step + 1) % eval_every == 0)):
+            model.eval()
+            score = float(dev_score(model))
+            model.train()
+            curve.append((step + 1, score))
+            if best is None or score < best[0]:
+                best = (score, step + 1, copy.deepcopy(model.state_dict()))
+    info: dict = {"loss": losses, "n_train": len(data), "best_step": steps, "dev_curve": curve}
+    if best is not None:
+        model.load_state_dict(best[2])
+        info |= {"best_step": best[1], "best_dev": best[0]}
     model.eval()
-    return model, {"loss": losses, "n_train": len(data)}
+    return model, info
 
 
 def _method_loss(model: Seq2Seq, method: MethodConfig, items: list, vocab: Vocab,
