@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 METHODS = ("dpo", "simpo", "tdpo1", "tdpo2", "fpo")
@@ -51,8 +52,13 @@ def test_fpo_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert set(gens["variant"]) == {"sft", *METHODS}
     assert set(gens["temperature"]) == {0.0, 0.7}
     models = kedro_project / "data/06_models/fpo"
-    assert sorted(p.name for p in (models / "fpo").iterdir()) == [
-        "seed_0.safetensors", "seed_1.safetensors"]
+    # the first seed's policy at the chosen learning rate, then one folder per seed shard:
+    # seed i of [0, 1] is trained by shard i % n (the first by its selection run)
+    n = seed_shards()
+    assert sorted(p.relative_to(models / "fpo").as_posix()
+                  for p in (models / "fpo").rglob("*.safetensors")) == sorted(
+        ["lr_selection/seed_0.safetensors", *(f"shard_{i % n}/seed_{i}.safetensors"
+                                              for i in (0, 1))])
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["fpo"], output_format="list")

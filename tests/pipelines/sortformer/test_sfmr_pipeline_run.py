@@ -10,6 +10,7 @@ import mlflow
 import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.sortformer.params import SortformerParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -50,8 +51,11 @@ def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     raw = kedro_project / "data/01_raw/sortformer"
     assert (raw / "sessions.rttm").read_text().startswith("SPEAKER ")
     models = kedro_project / "data/06_models/sortformer"
-    assert sorted(p.name for p in (models / "hybrid").iterdir()) == [
-        "seed_0.safetensors", "seed_1.safetensors"]
+    # one folder per seed shard: seed i of [0, 1] is trained by shard i % n
+    n = seed_shards()
+    assert sorted(p.relative_to(models / "hybrid").as_posix()
+                  for p in (models / "hybrid").rglob("*.safetensors")) == [
+        f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["sortformer"], output_format="list")

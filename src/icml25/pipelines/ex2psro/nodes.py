@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.ex2psro.bargaining import (
     EX2PSRO_INSTANCES,
@@ -81,24 +82,53 @@ def _config(p: Ex2psroParams, explore: str, gro_weight: float) -> PSROConfig:
         lambda0=e.lambda0, k_lambda=e.K_lambda, gro_weight=gro_weight, progress=p.progress)
 
 
-def run_all_psro(instances: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every configured PSRO variant (method, baselines, ablations) for every seed."""
+def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
+                 n_shards: int = 1) -> list[dict[str, Any]]:
+    """Every configured PSRO variant (method, baselines, ablations) for each seed of shard
+    ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`),
+    method by method; no run when the shard has no seed. A run depends on its method and seed
+    alone (the game keeps no state between episodes), so the shards may run in any order."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return []
     set_threads(p.num_threads)
     game = _game(p, instances)
     runs = []
     for name, method in p.methods.items():
-        for seed in p.seeds:
+        for seed in seeds:
             seed_everything(seed)
             runs.append(run_psro(game, _config(p, method.explore, method.gro_weight), seed, name))
     return runs
 
 
-def evaluate_runs(runs: list[dict[str, Any]], instances: str,
-                  params: dict[str, Any]) -> dict[str, Any]:
-    """Combined game over every policy of every run plus one unregularised SAC best response
-    to each run's final meta-strategy; per-iteration welfare and regret curves."""
+def _merge_shards(p: Ex2psroParams, shard_runs: tuple[list[dict[str, Any]], ...]
+                  ) -> list[dict[str, Any]]:
+    """The runs of every seed shard in the order one loop trains them: method by method (in
+    ``methods`` order), seed-list order within a method (shard ``k`` of ``n`` holds
+    ``seeds[k::n]``; :func:`icml25.core.sweep.interleave_shards`)."""
+    names = list(p.methods)
+    stray = sorted({run["name"] for runs in shard_runs for run in runs} - set(names))
+    if stray:
+        raise ValueError(f"ex2psro: PSRO runs of {stray} match no method of "
+                         f"params:ex2psro.methods; re-run the seed shards")
+    merged = []
+    for name in names:
+        runs = interleave_shards([[r for r in shard if r["name"] == name] for shard in shard_runs])
+        if [r["seed"] for r in runs] != list(p.seeds):
+            raise ValueError(f"ex2psro: the seed shards hold {name} runs for seeds "
+                             f"{[r['seed'] for r in runs]}, params:ex2psro.seeds is {p.seeds}")
+        merged += runs
+    return merged
+
+
+def evaluate_runs(instances: str, params: dict[str, Any],
+                  *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combined game over every policy of every run (``shard_runs``: the runs of every seed
+    shard) plus one unregularised SAC best response to each run's final meta-strategy;
+    per-iteration welfare and regret curves."""
     p = _params(params)
+    runs = _merge_shards(p, shard_runs)
     set_threads(p.num_threads)
     game = _game(p, instances)
     seed_everything(p.eval.seed)

@@ -1,13 +1,20 @@
 """Wiring of the ex2psro pipeline (spec ``ex2psro.md``, "Kedro pipeline sketch").
 
-instance set -> PSRO runs (every method x seed) -> combined-game evaluation (with extra
-unregularised best responses) -> metrics, claims and figures.
+instance set -> PSRO runs, one node per seed shard (namespace ``ex2psro.psro.shard_<k>``; shard
+``k`` of ``n`` runs every configured method for ``seeds[k::n]``, see :mod:`icml25.core.sweep`;
+the methods are chosen by parameters, so they stay inside the shard) -> combined-game evaluation
+of every shard's runs in method and seed order (with extra unregularised best responses) ->
+metrics, claims and figures. The seed shards are separate nodes, so a parallel runner spreads
+them over its workers.
 """
 
 from __future__ import annotations
 
+from functools import partial, update_wrapper
+
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.ex2psro import nodes
 from icml25.pipelines.ex2psro.params import Ex2psroParams
 
@@ -15,13 +22,20 @@ PARAMETERS = Ex2psroParams
 P = "params:ex2psro"
 
 
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
+
+
 def create_pipeline(**kwargs) -> Pipeline:
     ns = "ex2psro"
+    n = seed_shards()
+    shards = [f"ex2psro.psro.shard_{k}" for k in range(n)]
     return Pipeline([
         node(nodes.make_instances, P, "ex2psro.instances", name="make_instances", namespace=ns),
-        node(nodes.run_all_psro, ["ex2psro.instances", P], "ex2psro.psro_runs",
-             name="run_psro", namespace=ns, tags=["training"]),
-        node(nodes.evaluate_runs, ["ex2psro.psro_runs", "ex2psro.instances", P],
+        *(node(_bind(nodes.run_all_psro, shard=k, n_shards=n), ["ex2psro.instances", P],
+               f"{shard}.runs", name="run_psro", namespace=shard, tags=["training"])
+          for k, shard in enumerate(shards)),
+        node(nodes.evaluate_runs, ["ex2psro.instances", P, *(f"{s}.runs" for s in shards)],
              "ex2psro.evaluation", name="evaluate_runs", namespace=ns),
         node(nodes.judge_claims, ["ex2psro.evaluation", P, "run_info"],
              ["ex2psro.metrics", "ex2psro.claims"], name="judge_claims", namespace=ns),

@@ -13,6 +13,7 @@ import pandas as pd
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.fpo.align import (
     LossSettings,
@@ -224,15 +225,11 @@ def cache_reference_node(sft: dict[str, Any], sae_state: dict[str, Any],
 
 # -------------------------------------------------------------------------- alignment
 
-def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[str, Any],
-                 preferences: pd.DataFrame, params: dict[str, Any],
-                 method: str) -> dict[str, Any]:
-    """One method: pick the learning rate on dev (seed 0 of the seeds, greedy mean r*), then
-    train every seed at it; returns ``{seed_<s>: policy state + training log}``."""
-    p = _params(params)
-    set_threads(p.num_threads)
-    if method not in p.align.methods:
-        return {}
+def _aligner(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[str, Any],
+             preferences: pd.DataFrame, p: FPOParams, method: str):
+    """``run(lr, seed)``: align the SFT model with ``method`` at learning rate ``lr`` from
+    ``seed`` alone (the SFT model is copied, never changed), and the world and dev pairs the
+    learning rate is picked on."""
     world = make_world()
     sft_model = _model(p, world, sft)
     sae = _sae(sae_state)
@@ -243,7 +240,6 @@ def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: di
         raise ValueError(f"fpo reference cache holds {len(cache.avg_w)} pairs but the training "
                          f"set has {len(train)}; re-run cache_reference")
     dev = frame_to_pairs(preferences, world, "dev", p.model.max_seq_len)
-    dev_prompts = dev.prompts[:p.align.n_dev_select]
     settings = _loss_settings(p, method)
     a = p.align
 
@@ -253,24 +249,88 @@ def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: di
                      a.epochs, a.batch_size, a.warmup, seed, p.progress,
                      desc=f"fpo {method} lr {lr:g} seed {seed}")
 
+    return run, world, dev
+
+
+def _policy_record(result, method: str, seed: int, lr: float,
+                   dev_reward_by_lr: dict[str, float]) -> dict[str, Any]:
+    return {"state_dict": result.policy.state_dict(),
+            "metadata": {"method": method, "seed": seed, "lr": lr,
+                         "dev_reward_by_lr": dev_reward_by_lr,
+                         "history": result.history, "step_ms": result.step_ms,
+                         "saved_bytes": result.saved_bytes,
+                         "ref_forwards_per_step": result.ref_forwards_per_step}}
+
+
+def select_learning_rate(sft: dict[str, Any], sae_state: dict[str, Any],
+                         cache_state: dict[str, Any], preferences: pd.DataFrame,
+                         params: dict[str, Any], method: str) -> dict[str, Any]:
+    """One method's learning rate, picked on dev with the first seed (greedy mean r* of each
+    ``align.lr_grid`` entry): ``{seed_<first>: policy state + training log}`` of the first seed
+    trained at the chosen rate, whose metadata (``lr``, ``dev_reward_by_lr``) every seed shard
+    of the method trains at; empty when the method is not in ``align.methods``."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    if method not in p.align.methods:
+        return {}
+    run, world, dev = _aligner(sft, sae_state, cache_state, preferences, p, method)
+    dev_prompts = dev.prompts[:p.align.n_dev_select]
     first = p.seeds[0]
     grid = {}
-    for lr in a.lr_grid:
+    for lr in p.align.lr_grid:
         result = run(lr, first)
         grid[lr] = (mean_reward(result.policy, world, dev_prompts, p.pref.max_new, first), result)
         logger.info("fpo %s lr %g: dev mean r* %.3f", method, lr, grid[lr][0])
     best_lr = max(grid, key=lambda lr: grid[lr][0])
+    return {f"seed_{first}": _policy_record(grid[best_lr][1], method, first, best_lr,
+                                            {f"{lr:g}": v for lr, (v, _) in grid.items()})}
+
+
+def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[str, Any],
+                 preferences: pd.DataFrame, selection: dict[str, Any], params: dict[str, Any],
+                 method: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """One method trained at the learning rate ``selection`` picked (:func:`select_learning_rate`)
+    for each seed of shard ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``,
+    :func:`icml25.core.sweep.shard_seeds`); the first seed's policy is the selection's own run.
+    Returns ``{seed_<s>: policy state + training log}``, empty when the shard has no seed or the
+    method is not in ``align.methods``. Each seed's policy depends on that seed alone."""
+    p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if method not in p.align.methods or not seeds:
+        return {}
+    first = p.seeds[0]
+    if list(selection) != [f"seed_{first}"]:
+        raise ValueError(f"fpo {method}: the learning-rate selection holds {sorted(selection)}, "
+                         f"expected the first seed's policy seed_{first}; re-run select_lr")
+    chosen = _entry(selection[f"seed_{first}"])
+    best_lr, by_lr = chosen["metadata"]["lr"], chosen["metadata"]["dev_reward_by_lr"]
+    set_threads(p.num_threads)
+    run = None
     out = {}
-    for seed in p.seeds:
-        result = grid[best_lr][1] if seed == first else run(best_lr, seed)
-        out[f"seed_{seed}"] = {
-            "state_dict": result.policy.state_dict(),
-            "metadata": {"method": method, "seed": seed, "lr": best_lr,
-                         "dev_reward_by_lr": {f"{lr:g}": v for lr, (v, _) in grid.items()},
-                         "history": result.history, "step_ms": result.step_ms,
-                         "saved_bytes": result.saved_bytes,
-                         "ref_forwards_per_step": result.ref_forwards_per_step}}
+    for seed in seeds:
+        if seed == first:
+            out[f"seed_{seed}"] = chosen
+            continue
+        if run is None:
+            run, _, _ = _aligner(sft, sae_state, cache_state, preferences, p, method)
+        out[f"seed_{seed}"] = _policy_record(run(best_lr, seed), method, seed, best_lr, by_lr)
     return out
+
+
+def _merge_policy_shards(policies: tuple[dict[str, Any], ...]
+                         ) -> list[tuple[str, dict[str, Any]]]:
+    """Every method's policies from its seed shards, method by method in the order the
+    methods first appear and by partition name within one, as the unsharded loop read them."""
+    by_method: dict[str, dict[str, dict[str, Any]]] = {}
+    for bundle in policies:
+        for key, value in bundle.items():
+            entry = _entry(value)
+            seen = by_method.setdefault(entry["metadata"]["method"], {})
+            if key in seen:
+                raise ValueError(f"fpo: {entry['metadata']['method']} {key} found in two seed "
+                                 f"shards")
+            seen[key] = entry
+    return [(key, bundle[key]) for bundle in by_method.values() for key in sorted(bundle)]
 
 
 # ------------------------------------------------------------------------- evaluation
@@ -282,8 +342,9 @@ def _entry(value: Any) -> dict[str, Any]:
 def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preferences: pd.DataFrame,
                       params: dict[str, Any], *policies: dict[str, Any]
                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Generations of SFT and every aligned policy on the evaluation prompts at each
-    temperature, judged by r*; returns (per-response table, per-variant-seed metric table)."""
+    """Generations of SFT and every aligned policy (``policies``: every method's seed shards) on
+    the evaluation prompts at each temperature, judged by r*; returns (per-response table,
+    per-variant-seed metric table)."""
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
@@ -298,12 +359,10 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
     for seed in p.seeds:
         models["sft"][seed] = (sft_model, {"step_ms": np.nan, "saved_bytes": np.nan,
                                            "ref_forwards_per_step": np.nan, "lr": np.nan})
-    for bundle in policies:
-        for key in sorted(bundle):
-            entry = _entry(bundle[key])
-            meta = entry["metadata"]
-            model = _model(p, world, entry)
-            models.setdefault(meta["method"], {})[int(meta["seed"])] = (model, meta)
+    for _, entry in _merge_policy_shards(policies):
+        meta = entry["metadata"]
+        model = _model(p, world, entry)
+        models.setdefault(meta["method"], {})[int(meta["seed"])] = (model, meta)
     gens, rows = [], []
     rewards: dict[tuple[str, int, float], np.ndarray] = {}
     lengths: dict[tuple[str, int, float], np.ndarray] = {}

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.functional_tom import plots
 from icml25.pipelines.functional_tom.episodes import LOG_COLUMNS, run_episode
@@ -163,19 +164,34 @@ def run_reference_agents(scenarios: pd.DataFrame, params: dict[str, Any]) -> pd.
     return _log_frame(logs)
 
 
-def train_meta_agents(params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Meta-train one in-context transformer per (game, seed) (+ ToM-only models): state dicts
-    for the model partition and the training curves."""
+CURVE_COLUMNS = ["model", "game", "kind", "seed", "step", "loss"]
+
+
+def _meta_model_keys(p: FunctionalTomParams, seeds: list[int]) -> list[tuple[str, str, int]]:
+    """The (game, kind, seed) meta-training jobs for ``seeds``: policy models per game, then the
+    ToM-only models, seed by seed within each game."""
+    m = p.meta
+    return ([(g, "policy", s) for g in m.games for s in seeds]
+            + [(g, "tom_only", s) for g in m.tom_only_games for s in seeds])
+
+
+def train_meta_agents(params: dict[str, Any], shard: int = 0, n_shards: int = 1
+                      ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Meta-train one in-context transformer per (game, seed) (+ ToM-only models) for the meta
+    seeds of shard ``shard`` of ``n_shards`` (``meta_seeds[shard::n_shards]``,
+    :func:`icml25.core.sweep.shard_seeds`): state dicts for the model partition and the training
+    curves, both empty when the shard has no seed. Each model depends on its game, kind and seed
+    alone, so the shards may run in any order."""
     p = _params(params)
     games = _games(p)
     m = p.meta
-    set_threads(p.num_threads)
+    seeds = shard_seeds(p.meta_seeds(), shard, n_shards)
     models, curves = {}, []
-    if not m.enabled:
-        return models, pd.DataFrame(columns=["model", "game", "kind", "seed", "step", "loss"])
-    jobs = [(g, "policy", s) for g in m.games for s in p.meta_seeds()]
-    jobs += [(g, "tom_only", s) for g in m.tom_only_games for s in p.meta_seeds()]
-    for game_name, kind, seed in tqdm(jobs, desc="functional_tom meta-training",
+    if not m.enabled or not seeds:
+        return models, pd.DataFrame(columns=CURVE_COLUMNS)
+    set_threads(p.num_threads)
+    jobs = _meta_model_keys(p, seeds)
+    for game_name, kind, seed in tqdm(jobs, desc=f"functional_tom meta-training (shard {shard})",
                                       disable=not p.progress):
         seed_everything(seed)
         game = games[game_name]
@@ -193,21 +209,48 @@ def train_meta_agents(params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFr
     return models, pd.DataFrame(curves)
 
 
+def merge_meta_curves(params: dict[str, Any], *shard_curves: pd.DataFrame) -> pd.DataFrame:
+    """The meta-training curves of every seed shard as one table, model by model in the order
+    one loop over all meta seeds trains them (:func:`_meta_model_keys`)."""
+    p = _params(params)
+    order = [f"{g}_{k}_seed_{s}" for g, k, s in _meta_model_keys(p, p.meta_seeds())]
+    by_model: dict[str, pd.DataFrame] = {}
+    for curves in shard_curves:
+        for key, g in curves.groupby("model", sort=False):
+            if key in by_model:
+                raise ValueError(f"functional_tom: meta model {key} trained by two seed shards")
+            by_model[key] = g
+    unknown = sorted(set(by_model) - set(order))
+    if unknown:
+        raise ValueError(f"functional_tom: meta-training curves of {unknown} match no game, kind "
+                         f"and seed of params:functional_tom.meta")
+    parts = [by_model[key] for key in order if key in by_model]
+    if not parts:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
+
+
 def _entry(partition: Any) -> dict[str, Any]:
     """A model partition: PartitionedDataset hands out loaders, a run in memory the dict."""
     return partition() if callable(partition) else partition
 
 
-def run_meta_agent(models: dict[str, Any], scenarios: pd.DataFrame,
-                   params: dict[str, Any]) -> pd.DataFrame:
+def run_meta_agent(scenarios: pd.DataFrame, params: dict[str, Any],
+                   *shard_models: dict[str, Any]) -> pd.DataFrame:
     """Greedy evaluation of the meta-trained variants on the ``meta`` suite (one batched
     rollout per cell): (a) policy head, (b) ToM head + myopic BR, (c) ToM-only model + BR.
-    A run seed whose trained model is absent uses the first trained seed of that game."""
+    ``shard_models`` are the model partitions of every meta-training seed shard. A run seed
+    whose trained model is absent uses the first trained seed of that game."""
     p = _params(params)
     games = _games(p)
     set_threads(p.num_threads)
     device = resolve_device(p.meta.device)
-    loaded = {k: load_model(_entry(v), device) for k, v in models.items()}
+    loaded = {}
+    for models in shard_models:
+        for k, v in models.items():
+            if k in loaded:
+                raise ValueError(f"functional_tom: meta model {k} trained by two seed shards")
+            loaded[k] = load_model(_entry(v), device)
     meta = scenarios[scenarios["suite"] == "meta"]
     logs = []
     train_seeds = p.meta_seeds()

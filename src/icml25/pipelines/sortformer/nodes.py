@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.sortformer import msasr
 from icml25.pipelines.sortformer.clustering import cluster_diarize
@@ -145,10 +146,16 @@ def _optim(o) -> OptimConfig:
                        batch_size=o.batch_size, grad_clip=o.grad_clip)
 
 
-def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], variant: str
-                  ) -> dict[str, dict[str, Any]]:
-    """One diarizer per seed trained with the variant's loss -> ``{seed_<s>: state + metadata}``."""
+def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], variant: str,
+                  shard: int = 0, n_shards: int = 1) -> dict[str, dict[str, Any]]:
+    """One diarizer trained with the variant's loss for each seed of shard ``shard`` of
+    ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`) ->
+    ``{seed_<s>: state + metadata}``, empty when the shard has no seed. Each seed's diarizer
+    depends on that seed alone, so the shards may run in any order."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     loss = variant
@@ -157,7 +164,7 @@ def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], 
         loss = f"hybrid:{alpha}"
     train = features["train"]
     out = {}
-    for seed in p.seeds:
+    for seed in seeds:
         seed_everything(seed)
         start = time.perf_counter()
         model, result = train_diarizer(train["feats"], train["labels"], loss, _model_cfg(p),
@@ -170,6 +177,26 @@ def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], 
                          "train_seconds": time.perf_counter() - start,
                          "steps": result.steps_done}}
     return out
+
+
+def _merge_model_shards(models: tuple[dict[str, Any], ...], n_shards: int
+                        ) -> list[dict[str, Any]]:
+    """One ``{seed_<s>: model}`` bundle per variant from the variants' seed shards, given
+    variant by variant, shard 0 to ``n_shards - 1`` within each (the order the pipeline wires
+    them). A seed trained by two shards of one variant is refused."""
+    if n_shards < 1 or len(models) % n_shards:
+        raise ValueError(f"sortformer: {len(models)} model shards do not split into variants of "
+                         f"{n_shards} seed shards")
+    merged = []
+    for start in range(0, len(models), n_shards):
+        bundle: dict[str, Any] = {}
+        for shard in models[start:start + n_shards]:
+            twice = sorted(set(bundle) & set(shard))
+            if twice:
+                raise ValueError(f"sortformer: {twice} found in two seed shards of one variant")
+            bundle |= shard
+        merged.append(bundle)
+    return merged
 
 
 def _load(entry: Any) -> Diarizer:
@@ -215,12 +242,15 @@ def _val_der(probs, val, sessions, frame_s, pp: PostProcessing) -> float:
 
 
 def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFrame,
-                       params: dict[str, Any], *models: dict[str, Any]) -> pd.DataFrame:
-    """Tune post-processing on val per model, then DER/F1/count accuracy on the test splits."""
+                       params: dict[str, Any], *models: dict[str, Any], n_shards: int = 1
+                       ) -> pd.DataFrame:
+    """Tune post-processing on val per model, then DER/F1/count accuracy on the test splits;
+    ``models`` holds every variant's ``n_shards`` seed shards (:func:`_merge_model_shards`)."""
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
-    jobs = [(key, bundle[key]) for bundle in models for key in sorted(bundle)]
+    jobs = [(key, bundle[key]) for bundle in _merge_model_shards(models, n_shards)
+            for key in sorted(bundle)]
     val = features["val"]
     for _, entry in tqdm(jobs, desc="sortformer: evaluate diarizers", disable=not p.progress):
         model = _load(entry)
@@ -338,14 +368,21 @@ def build_word_mixtures(utterances: pd.DataFrame, speakers: pd.DataFrame,
     ], ignore_index=True)
 
 
+CPWER_COLUMNS = ["variant", "seed", "n_speakers", "cpwer", "errors_words"]
+
+
 def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
-                         hybrid_models: dict[str, Any], params: dict[str, Any]) -> pd.DataFrame:
-    """AED without kernels, with the (frozen) hybrid diarizer's kernels and with oracle kernels;
-    cpWER on unseen-speaker mixtures by number of speakers."""
+                         hybrid_models: dict[str, Any], params: dict[str, Any], shard: int = 0,
+                         n_shards: int = 1) -> pd.DataFrame:
+    """AED without kernels, with the (frozen) hybrid diarizer's kernels and with oracle kernels,
+    for each seed of shard ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, whose hybrid
+    diarizers are ``hybrid_models``); cpWER on unseen-speaker mixtures by number of speakers.
+    Each seed's rows depend on that seed alone."""
     p = _params(params)
     m = p.msasr
-    cols = ["variant", "seed", "n_speakers", "cpwer", "errors_words"]
-    if not m.enabled:
+    cols = CPWER_COLUMNS
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not m.enabled or not seeds:
         return pd.DataFrame(columns=cols)
     set_threads(p.num_threads)
     audio = _audio(utterances)
@@ -368,7 +405,7 @@ def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
                           unit_rows=m.model.unit_rows, inject_at=m.model.inject_at,
                           label_smoothing=m.model.label_smoothing)
     rows = []
-    for seed in p.seeds:
+    for seed in seeds:
         seed_everything(seed)
         diarizer = _load(hybrid_models[f"seed_{seed}"])
         kernels = {"asr_none": None, "asr_oracle": {s: data[s]["oracle"] for s in data},
@@ -393,6 +430,17 @@ def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
                              "cpwer": cpwer([refs[i] for i in idx], [hyps[i] for i in idx]),
                              "errors_words": len(idx)})
     return pd.DataFrame(rows, columns=cols)
+
+
+def merge_cpwer_tables(*shard_tables: pd.DataFrame) -> pd.DataFrame:
+    """The cpWER tables of the seed shards as one table in seed-list order: shard ``k`` of ``n``
+    holds the rows of ``seeds[k::n]``, seed by seed (:func:`icml25.core.sweep.interleave_shards`).
+    """
+    per_seed = [[g for _, g in t.groupby("seed", sort=False)] for t in shard_tables]
+    groups = interleave_shards(per_seed)
+    if not groups:
+        return pd.DataFrame(columns=CPWER_COLUMNS)
+    return pd.concat(groups, ignore_index=True)[CPWER_COLUMNS]
 
 
 # -- 4. report -------------------------------------------------------------------------------
@@ -458,11 +506,13 @@ def _variant_params(p: SortformerParams, variant: str) -> dict[str, Any]:
     return {"kernels": variant.removeprefix("asr_"), "model": p.msasr.model.model_dump()}
 
 
-def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
-    """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
+def log_training_curves(params: dict[str, Any], *models: dict[str, Any], n_shards: int = 1
+                        ) -> None:
+    """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step);
+    ``models`` holds every variant's ``n_shards`` seed shards."""
     if mlflow.active_run() is None:
         return
-    for bundle in models:
+    for bundle in _merge_model_shards(models, n_shards):
         for key in sorted(bundle):
             entry = bundle[key]() if callable(bundle[key]) else bundle[key]
             meta = entry["metadata"]
@@ -477,9 +527,10 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None
 
 def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
                  clustering_table: pd.DataFrame, sessions: pd.DataFrame, params: dict[str, Any],
-                 *models: dict[str, Any]) -> dict[str, Any]:
+                 *models: dict[str, Any], n_shards: int = 1) -> dict[str, Any]:
     """Activity heatmaps (reference vs each variant) for three test sessions, DER by number of
-    speakers, F1_ats against F1_pil."""
+    speakers, F1_ats against F1_pil; ``models`` holds every variant's ``n_shards`` seed
+    shards."""
     import matplotlib.pyplot as plt
 
     p = _params(params)
@@ -488,7 +539,7 @@ def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
     counts = [int((y.sum(0) > 0).sum()) for y in test["labels"]]
     picks = [i for i, c in enumerate(counts) if c >= 3][:3] or list(range(min(3, len(counts))))
     loaded = {}
-    for bundle in models:
+    for bundle in _merge_model_shards(models, n_shards):
         key = sorted(bundle)[0]
         entry = bundle[key]() if callable(bundle[key]) else bundle[key]
         loaded[entry["metadata"]["variant"]] = _load(entry)
@@ -552,6 +603,6 @@ def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
 
 
 __all__ = ["build_speaker_bank", "build_word_mixtures", "compute_features",
-           "evaluate_diarizers", "judge_claims", "log_training_curves", "plot_figures",
-           "run_clustering_baseline", "simulate_sessions", "train_evaluate_msasr",
-           "train_variant"]
+           "evaluate_diarizers", "judge_claims", "log_training_curves", "merge_cpwer_tables",
+           "plot_figures", "run_clustering_baseline", "simulate_sessions",
+           "train_evaluate_msasr", "train_variant"]
