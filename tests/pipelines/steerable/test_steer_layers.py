@@ -68,6 +68,29 @@ def test_encoder_is_rot90_equivariant_and_pins_the_phase_convention():
     assert _rel(enc(_opposite(x, 1)), _opposite(out, 1)) > 0.1
 
 
+def test_layer_scale_keeps_the_block_equivariant_and_scales_its_branches():
+    torch.manual_seed(7)
+    x = _field(M=4, C=8, H=7)
+    plain = SteerableTransformerEncoder(8, 2, 1, 4, (7, 7), positional=True)
+    scaled = SteerableTransformerEncoder(8, 2, 1, 4, (7, 7), positional=True, layer_scale=0.1)
+    scaled.load_state_dict(plain.state_dict(), strict=False)  # same attention and FFN weights
+    block_p, block_s = plain.blocks[0], scaled.blocks[0]
+    with torch.no_grad():
+        block_s.gamma1.uniform_(0.05, 0.2)  # per-channel gains, not one number
+        block_s.gamma2.uniform_(0.05, 0.2)
+    out = scaled(x)
+    for k in (1, 2, 3):
+        assert _rel(scaled(rotate_field(x, k)), rotate_field(out, k)) < 1e-5
+    # x + gamma * branch, with gamma on the channel axis of the tokens
+    tokens = x.permute(0, 3, 4, 1, 2).reshape(2, 49, 4, 8)
+    with torch.no_grad():
+        a = block_p.attn(block_p.norm1(tokens))
+        h = tokens + a * block_s.gamma1
+        f = block_p.ff2(block_p.act(block_p.ff1(block_p.norm2(h))))
+        expected = h + f * block_s.gamma2
+        assert _rel(block_s(tokens), expected) < 1e-5
+
+
 def test_encoder_without_positions_commutes_with_cyclic_token_shifts():
     torch.manual_seed(1)
     x = _field(M=4, C=8, H=9)

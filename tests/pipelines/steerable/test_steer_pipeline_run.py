@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from icml25.core.params import ParameterError, validate_parameters
-from icml25.pipelines.steerable.params import VARIANTS, SteerableParams
+from icml25.pipelines.steerable.params import VARIANTS, VARIANTS_3D, SteerableParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,13 +26,20 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     out = kedro_project / "data/08_reporting/steerable"
 
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["metrics"]) == set(VARIANTS)
-    names = {k for k in metrics["metrics"]["steer_tf"] if not k.endswith("_std")}
-    for variant in VARIANTS:
-        assert {k for k in metrics["metrics"][variant] if not k.endswith("_std")} == names
+    assert set(metrics["metrics"]) == set(VARIANTS) | set(VARIANTS_3D)
+    for group in (VARIANTS, VARIANTS_3D):  # identical metric names within each experiment
+        names = {k for k in metrics["metrics"][group[0]] if not k.endswith("_std")}
+        for variant in group:
+            assert {k for k in metrics["metrics"][variant] if not k.endswith("_std")} == names
     for name in ("acc_rot_rot", "acc_up_rot", "inv_err_rot90_rot_rot", "angle_bin_spread_up_rot",
                  "inv_err_interp_max_rot_rot", "n_params"):
         for variant in VARIANTS:
+            skipped = {"steer_tf_nopos": "up_rot", "cnn_aug": "rot_rot", "vit_aug": "rot_rot"}
+            if name.endswith(skipped.get(variant, "-")):
+                # conf/base variant_protocols: the positional ablation runs rot_rot only, the
+                # augmented baselines up_rot only
+                assert metrics["metrics"][variant][name] is None
+                continue
             assert _finite(metrics["metrics"][variant][name]), (variant, name)
     assert len(metrics["per_seed"]["steer_tf"]["acc_rot_rot"]) == 2  # test seeds [0, 1]
     assert len(metrics["per_seed"]["steer_tf"]["acc_up_rot"]) == 1  # protocol_seeds
@@ -42,10 +49,23 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert metrics["metrics"][variant]["inv_err_rot90_rot_rot"] < 1e-4
     assert metrics["metrics"]["vit"]["inv_err_rot90_rot_rot"] > 1e-2
     assert metrics["encoder"]["encoder:steer_tf"]["equiv_err_rot90_rot_rot"][0] < 1e-5
+    # 3D: every metric measured; exact invariance on the 24 cube rotations for the steerable
+    # models, none for the plain 3D CNN; interpolated rotations reported separately
+    for variant in VARIANTS_3D:
+        for name in ("acc_up_rot", "acc_upright_up_rot", "inv_err_cube_up_rot",
+                     "inv_err_interp_max_up_rot", "n_params"):
+            assert _finite(metrics["metrics"][variant][name]), (variant, name)
+        assert len(metrics["per_seed"][variant]["acc_up_rot"]) == 2
+    for variant in ("steer_tf_3d", "steer_cnn_3d"):
+        assert metrics["metrics"][variant]["inv_err_cube_up_rot"] < 1e-4
+        assert metrics["metrics"][variant]["inv_err_interp_max_up_rot"] > 1e-4  # not exact
+    assert metrics["metrics"]["cnn_3d"]["inv_err_cube_up_rot"] > 1e-2
+    assert max(metrics["encoder"]["encoder:steer_tf_3d"]["equiv_err_cube_up_rot"]) < 1e-4
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "steerable" and claims["run"]["env"] == "test"
-    assert claims["n_claims"] == len(claims["claims"]) >= 10
+    assert claims["n_claims"] == len(claims["claims"]) >= 20
+    assert sum(c["method"].endswith("_3d") for c in claims["claims"]) >= 6
     for claim in claims["claims"]:
         assert isinstance(claim["holds"], bool)
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
@@ -57,21 +77,28 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert exact and all(c["holds"] for c in exact)
 
     assert {p.name for p in (out / "figures").iterdir()} == {
-        "accuracy_by_angle.png", "invariance_by_angle.png"}
+        "accuracy_by_angle.png", "invariance_by_angle.png", "accuracy_by_angle_3d.png"}
     models = kedro_project / "data/06_models/steerable"
     assert sorted(p.name for p in (models / "steer_tf").iterdir()) == [
         "rot_rot_seed0.safetensors", "rot_rot_seed1.safetensors",
         "up_rot_seed0.safetensors"]  # conf/base protocol_seeds: up_rot runs seed 0 only
     assert (kedro_project / "data/01_raw/steerable/rotated_digits.pkl").exists()
+    assert (kedro_project / "data/01_raw/steerable/voxel_shapes.pkl").exists()
+    assert sorted(p.name for p in (models / "steer_tf_3d").iterdir()) == [
+        "up_rot_seed0.safetensors", "up_rot_seed1.safetensors"]
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["steerable"], output_format="list")
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parent) == 1
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    assert set(VARIANTS) <= set(children)
-    for variant in VARIANTS:
-        assert "acc_rot_rot" in children[variant].data.metrics
+    assert set(VARIANTS) | set(VARIANTS_3D) <= set(children)
+    for variant in VARIANTS:  # the augmented baselines run up_rot only (variant_protocols)
+        protocol = "up_rot" if variant in ("cnn_aug", "vit_aug") else "rot_rot"
+        assert f"acc_{protocol}" in children[variant].data.metrics
+    for variant in VARIANTS_3D:
+        assert "acc_up_rot" in children[variant].data.metrics
+    assert children["steer_tf_3d"].data.tags["icml25.role"] == "method"
     assert children["steer_tf"].data.tags["icml25.role"] == "method"
     assert children["cnn"].data.tags["icml25.role"] == "baseline"
     assert children["cnn_aug"].data.tags["icml25.role"] == "ablation"
@@ -101,6 +128,16 @@ def _base_tree() -> dict:
     ("data", {"n_train": 4900}, r"exceeds the 5000 images"),
     ("evaluation", {"interp_angles_deg": [90.0]}, r"multiples of 90"),
     ("protocols", ["rot_rot", "upright"], r"steerable\.protocols\.1: got 'upright'"),
+    ("variant_protocols", {"steer_tf": ["rot_rot"]}, r"only ablations may skip"),
+    ("variant_protocols", {"steer_tf_nopos": ["sideways"]}, r"variant_protocols"),
+    ("models3d", {"max_degree": 5}, r"steerable\.models3d\.max_degree"),
+    ("models3d", {"kernel_size": 4}, r"kernel_size 4 is even"),
+    ("models3d", {"n_radius": 2}, r"n_radius 2 shells do not fit"),
+    ("models3d", {"widths": [4, 6], "transformer": {"layers": 1, "heads": 4}},
+     r"heads 4 does not divide"),
+    ("models3d", {"widths": [4, 8, 8, 8, 8]}, r"pools"),
+    ("data3d", {"grid": 15}, r"steerable\.data3d\.grid: .*odd"),
+    ("transformer", {"layer_scale": 0.0}, r"steerable\.transformer\.layer_scale"),
 ])
 def test_bad_parameters_are_refused_with_the_full_key(section, override, message):
     tree = _base_tree()

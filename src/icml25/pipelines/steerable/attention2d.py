@@ -23,7 +23,7 @@ from icml25.pipelines.steerable.harmonics import (
     complex_randn,
     relative_harmonics,
 )
-from icml25.pipelines.steerable.layers2d import FrequencyNorm, NormNonlinearity, modulus
+from icml25.pipelines.steerable.layers2d import FrequencyNorm, NormNonlinearity, modulus, scale
 
 
 class FrequencyLinear(nn.Module):
@@ -100,11 +100,23 @@ class SteerableAttention(nn.Module):
 
 class SteerableEncoderBlock(nn.Module):
     """Pre-norm block ``x + MHSA(norm x)``, then ``x + FFN(norm x)`` with
-    ``FFN(x)^m = W2[m] normGELU(W1[m] x^m)`` (hidden width ``ff_mult * D``)."""
+    ``FFN(x)^m = W2[m] normGELU(W1[m] x^m)`` (hidden width ``ff_mult * D``).
+
+    ``layer_scale``: ``None`` is the plain residual of the official code; a number ``s`` puts a
+    learned real gain per channel, initialised at ``s``, on each residual branch (LayerScale,
+    Touvron et al. 2021, "Going deeper with image transformers"). A real gain per channel
+    multiplies every frequency of that channel alike, so the block stays equivariant; a small
+    ``s`` starts the block close to the identity, i.e. close to the steerable CNN without it.
+    """
 
     def __init__(self, dim: int, heads: int, freq_cutoff: int, grid: tuple[int, int],
-                 positional: bool = True, ff_mult: int = 4) -> None:
+                 positional: bool = True, ff_mult: int = 4,
+                 layer_scale: float | None = None) -> None:
         super().__init__()
+        self.gamma1 = self.gamma2 = None
+        if layer_scale is not None:
+            self.gamma1 = nn.Parameter(torch.full((dim,), float(layer_scale)))
+            self.gamma2 = nn.Parameter(torch.full((dim,), float(layer_scale)))
         self.norm1 = FrequencyNorm(freq_dim=2)
         self.attn = SteerableAttention(dim, heads, freq_cutoff, grid, positional)
         self.norm2 = FrequencyNorm(freq_dim=2)
@@ -113,18 +125,21 @@ class SteerableEncoderBlock(nn.Module):
         self.ff2 = FrequencyLinear(ff_mult * dim, dim, freq_cutoff)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x))
-        return x + self.ff2(self.act(self.ff1(self.norm2(x))))
+        a = self.attn(self.norm1(x))
+        x = x + (a if self.gamma1 is None else scale(a, self.gamma1))
+        f = self.ff2(self.act(self.ff1(self.norm2(x))))
+        return x + (f if self.gamma2 is None else scale(f, self.gamma2))
 
 
 class SteerableTransformerEncoder(nn.Module):
     """``layers`` blocks then a final frequency norm, on a field ``[B, M, D, H, W]``."""
 
     def __init__(self, dim: int, heads: int, layers: int, freq_cutoff: int,
-                 grid: tuple[int, int], positional: bool = True, ff_mult: int = 4) -> None:
+                 grid: tuple[int, int], positional: bool = True, ff_mult: int = 4,
+                 layer_scale: float | None = None) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(
-            SteerableEncoderBlock(dim, heads, freq_cutoff, grid, positional, ff_mult)
+            SteerableEncoderBlock(dim, heads, freq_cutoff, grid, positional, ff_mult, layer_scale)
             for _ in range(layers))
         self.norm = FrequencyNorm(freq_dim=2)
 

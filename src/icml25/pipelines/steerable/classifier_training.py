@@ -7,6 +7,7 @@ measured invariance error of the logits under exact (90-degree) and interpolated
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,8 @@ def _tensor(images: np.ndarray) -> torch.Tensor:
 @torch.no_grad()
 def predict_logits(model: nn.Module, images: np.ndarray | torch.Tensor,
                    batch_size: int = 500) -> torch.Tensor:
-    """Logits of ``model`` in eval mode for ``images [N, H, W]`` (or ``[N, 1, H, W]``)."""
+    """Logits of ``model`` in eval mode for ``images [N, H, W]`` (or ``[N, 1, H, W]``; voxel
+    grids ``[N, G, G, G]`` as numpy arrays)."""
     x = images if isinstance(images, torch.Tensor) else _tensor(images)
     if x.ndim == 3:
         x = x[:, None]
@@ -59,8 +61,9 @@ def predict_logits(model: nn.Module, images: np.ndarray | torch.Tensor,
                       for i in range(0, len(x), batch_size)])
 
 
-def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
-    check_digit_images(images, labels, name="evaluation images")
+def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray,
+             check: Callable[..., None] = check_digit_images) -> float:
+    check(images, labels, name="evaluation images")
     pred = predict_logits(model, images).argmax(1).numpy()
     return float((pred == np.asarray(labels)).mean())
 
@@ -68,11 +71,13 @@ def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
 def fit_classifier(model: nn.Module, train_images: np.ndarray, train_labels: np.ndarray,
                    val_images: np.ndarray, val_labels: np.ndarray, cfg: FitConfig, seed: int,
                    progress: bool = True, desc: str = "train",
-                   device: torch.device | str = "cpu") -> TrainResult:
+                   device: torch.device | str = "cpu",
+                   check: Callable[..., None] = check_digit_images) -> TrainResult:
     """Train with cross-entropy; batches are a pure function of the step (seeded epoch
-    permutations), so a run is reproducible bit for bit on the CPU."""
-    check_digit_images(train_images, train_labels, name="training images")
-    check_digit_images(val_images, val_labels, name="validation images")
+    permutations), so a run is reproducible bit for bit on the CPU. ``check`` refuses bad
+    data (digit images by default; voxel grids for the 3D experiment)."""
+    check(train_images, train_labels, name="training images")
+    check(val_images, val_labels, name="validation images")
     n = len(train_labels)
     steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
     x_train, y_train = _tensor(train_images), torch.from_numpy(np.asarray(train_labels))
@@ -95,7 +100,7 @@ def fit_classifier(model: nn.Module, train_images: np.ndarray, train_labels: np.
         return F.cross_entropy(net(x), y)
 
     def eval_fn(net: nn.Module) -> float:
-        return 1.0 - accuracy(net, val_images, val_labels)
+        return 1.0 - accuracy(net, val_images, val_labels, check)
 
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.StepLR(
@@ -109,12 +114,12 @@ def fit_classifier(model: nn.Module, train_images: np.ndarray, train_labels: np.
 
 
 def angle_bin_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray,
-                       angles: np.ndarray, n_bins: int = 12) -> np.ndarray:
-    """Accuracy per rotation-angle bin of width ``2 pi / n_bins`` (NaN for an empty bin)."""
+                       angles: np.ndarray, n_bins: int = 12,
+                       period: float = 2 * np.pi) -> np.ndarray:
+    """Accuracy per rotation-angle bin of width ``period / n_bins`` (NaN for an empty bin)."""
     pred = predict_logits(model, images).argmax(1).numpy()
     correct = pred == np.asarray(labels)
-    bins = np.minimum((np.mod(angles, 2 * np.pi) / (2 * np.pi) * n_bins).astype(int),
-                      n_bins - 1)
+    bins = np.minimum((np.mod(angles, period) / period * n_bins).astype(int), n_bins - 1)
     return np.array([correct[bins == b].mean() if (bins == b).any() else np.nan
                      for b in range(n_bins)])
 

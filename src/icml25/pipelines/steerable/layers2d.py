@@ -155,6 +155,10 @@ class CGNonlinearity(nn.Module):
         for k, (m, n) in enumerate(pairs):
             target[(m + n) % M, k] = 1.0
         self.register_buffer("target", target.to(torch.complex64), persistent=False)
+        self.m_of = [p[0] for p in pairs]
+        self.n_of = [p[1] for p in pairs]
+        self.pairs_of = [[k for k, (m, n) in enumerate(pairs) if (m + n) % M == out]
+                         for out in range(M)]
         per_l = target.sum(1).clamp(min=1)
         std = 1 / torch.sqrt(per_l[(torch.tensor([p[0] + p[1] for p in pairs]) % M)])
         w = complex_randn(len(pairs), channels, std=1.0) * std[:, None]
@@ -162,8 +166,19 @@ class CGNonlinearity(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_field(x, self.freq_cutoff, self.channels, "CG nonlinearity")
-        prod = x[:, self.m_idx] * x[:, self.n_idx]  # [B, P, C, H, W]
-        return torch.einsum("lp,pc,bpchw->blchw", self.target, self.weight, prod)
+        # each output frequency sums its own few pairs (sparse form of
+        # sum_p target[l, p] w[p, c] F[m_p] F[n_p]; an einsum over all pairs copies a lot)
+        outs = []
+        for pairs in self.pairs_of:
+            if not pairs:
+                outs.append(torch.zeros_like(x[:, 0]))
+                continue
+            term = None
+            for p in pairs:
+                t = x[:, self.m_of[p]] * x[:, self.n_of[p]] * self.weight[p][None, :, None, None]
+                term = t if term is None else term + t
+            outs.append(term)
+        return torch.stack(outs, 1)
 
 
 class FourierReLU(nn.Module):

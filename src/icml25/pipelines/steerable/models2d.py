@@ -51,6 +51,7 @@ class SteerableNetConfig:
     transformer_heads: int = 4
     positional: bool = True
     ff_mult: int = 4
+    layer_scale: float | None = None
     extra: dict = field(default_factory=dict)
 
     def final_map(self) -> int:
@@ -96,7 +97,7 @@ class SteerableNet(nn.Module):
         if cfg.transformer_layers > 0:
             self.encoder = SteerableTransformerEncoder(
                 c_in, cfg.transformer_heads, cfg.transformer_layers, M, (side, side),
-                cfg.positional, cfg.ff_mult)
+                cfg.positional, cfg.ff_mult, cfg.layer_scale)
         self.final = SteerableConv2d(c_in, cfg.final_channels, M, side, cfg.n_radius, "type2",
                                      cfg.filter_freqs, padding="valid")
         self.head = nn.Sequential(

@@ -21,7 +21,12 @@ from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset
 from icml25.core.params import validate_parameters
 from icml25.core.tracking import log_metrics, log_variants
-from icml25.pipelines.steerable.builders import architecture, build_network
+from icml25.pipelines.steerable.builders import (
+    architecture,
+    architecture_3d,
+    build_network,
+    build_network_3d,
+)
 from icml25.pipelines.steerable.classifier_training import (
     FitConfig,
     accuracy,
@@ -31,10 +36,18 @@ from icml25.pipelines.steerable.classifier_training import (
     invariance_error_rot90,
 )
 from icml25.pipelines.steerable.equivariance import encoder_equivariance_error
+from icml25.pipelines.steerable.evaluation3d import (
+    encoder_equivariance_error3d,
+    invariance_error_cube,
+    invariance_error_interpolated,
+    rotation_angles,
+)
 from icml25.pipelines.steerable.models2d import count_parameters
 from icml25.pipelines.steerable.params import (
     ROLES,
+    ROLES_3D,
     VARIANT_SPECS,
+    VARIANTS_3D,
     SteerableParams,
 )
 from icml25.pipelines.steerable.plots import plot_accuracy_by_angle, plot_invariance_by_angle
@@ -43,11 +56,18 @@ from icml25.pipelines.steerable.rotated_digits import (
     make_rotated_splits,
     protocol_data,
 )
+from icml25.pipelines.steerable.voxel_shapes import (
+    check_voxel_data,
+    make_voxel_splits,
+    voxel_protocol_data,
+)
 
 logger = logging.getLogger(__name__)
 PIPELINE = "steerable"
 #: metrics measured once per model, not per protocol
 PER_MODEL = ("n_params",)
+#: bins of the 3D test shapes' rotation angle (0..180 degrees)
+N_ANGLE_BINS_3D = 6
 
 
 def _params(params: dict[str, Any]) -> SteerableParams:
@@ -99,7 +119,7 @@ def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
     arch = architecture(p, variant)
     cfg = _fit_config(p, variant)
     models = {}
-    for protocol in p.protocols:
+    for protocol in p.protocols_of(variant):
         x_tr, y_tr = protocol_data(splits, protocol, "train")
         x_va, y_va = protocol_data(splits, protocol, "val")
         for seed in p.seeds_of(variant, protocol):
@@ -162,6 +182,100 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
     return pd.DataFrame(rows)
 
 
+# ------------------------------------------------------------------------------------ 3D
+def make_voxel_shapes(params: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The synthetic voxel shapes of the 3D experiment (upright and rotated copies)."""
+    p = _params(params)
+    d = p.data3d
+    return make_voxel_splits(d.grid, d.n_train, d.n_val, d.n_test, d.noise, d.seed,
+                             progress=p.progress)
+
+
+def _check_splits_3d(splits: dict[str, np.ndarray], grid: int) -> None:
+    for split in ("train", "val", "test"):
+        for kind in ("upright", "rotated"):
+            key = f"{split}_{kind}"
+            if key not in splits:
+                raise ValueError(f"steerable.splits_3d: missing {key!r}")
+            check_voxel_data(splits[key], splits[f"{split}_labels"], grid,
+                             name=f"steerable.splits_3d[{key}]")
+
+
+def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
+                     variant: str) -> dict[str, Any]:
+    """Train a 3D variant once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    _check_splits_3d(splits, p.data3d.grid)
+    device = resolve_device(p.device)
+    arch = architecture_3d(p, variant)
+    t = p.train3d
+    cfg = FitConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
+                    weight_decay=t.weight_decay, decay_every_epochs=t.decay_every_epochs,
+                    decay_factor=t.decay_factor, eval_every_epochs=t.eval_every_epochs,
+                    patience=t.patience, grad_clip=t.grad_clip)
+    models = {}
+    for protocol in p.protocols_3d:
+        x_tr, y_tr = voxel_protocol_data(splits, protocol, "train")
+        x_va, y_va = voxel_protocol_data(splits, protocol, "val")
+        for seed in p.seeds_of(variant, protocol):
+            seed_everything(seed)
+            net = build_network_3d(arch)
+            result = fit_classifier(net, x_tr, y_tr, x_va, y_va, cfg, seed, progress=p.progress,
+                                    desc=f"{variant} {protocol} seed {seed}", device=device,
+                                    check=check_voxel_data)
+            logger.info("steerable %s %s seed %d: %d steps in %.1fs, best val error %s",
+                        variant, protocol, seed, result.steps_done, result.seconds,
+                        result.best_eval)
+            models[f"{protocol}_seed{seed}"] = {
+                "state_dict": {k: v.detach().cpu() for k, v in net.state_dict().items()},
+                "metadata": {"variant": variant, "protocol": protocol, "seed": seed,
+                             "architecture": arch, "fit": cfg.__dict__,
+                             "history": result.history, "train_seconds": result.seconds,
+                             "steps": result.steps_done},
+            }
+    return models
+
+
+def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
+                        params: dict[str, Any], variant: str) -> pd.DataFrame:
+    """Accuracy on rotated and upright test shapes, the logit invariance error on the 23
+    exact cube rotations and, separately, under interpolated random rotations; the encoder's
+    feature equivariance error for the transformer variant."""
+    p = _params(params)
+    set_threads(p.num_threads)
+    _check_splits_3d(splits, p.data3d.grid)
+    ev = p.evaluation3d
+    x_inv = splits["test_rotated"][: ev.invariance_shapes]
+    y_test = splits["test_labels"]
+    rows = []
+    for key in tqdm(sorted(models), desc=f"evaluate {variant}", disable=not p.progress,
+                    leave=False):
+        entry = _entry(models[key])
+        meta = entry["metadata"]
+        net = build_network_3d(meta["architecture"])
+        net.load_state_dict(entry["state_dict"])
+        net.eval()
+        x_test, _ = voxel_protocol_data(splits, meta["protocol"], "test")
+        angles = rotation_angles(splits["test_rotations"])
+        bins = angle_bin_accuracy(net, x_test, y_test, angles, N_ANGLE_BINS_3D, np.pi)
+        values = {
+            "acc": accuracy(net, x_test, y_test, check_voxel_data),
+            "acc_upright": accuracy(net, splits["test_upright"], y_test, check_voxel_data),
+            "inv_err_cube": invariance_error_cube(net, x_inv),
+            "inv_err_interp_max": invariance_error_interpolated(
+                net, x_inv, ev.interp_rotations, seed=int(meta["seed"])),
+            "train_seconds": float(meta["train_seconds"]),
+            "n_params": float(count_parameters(net)),
+        }
+        if getattr(net, "encoder", None) is not None:
+            values["encoder_equiv_err_cube"] = encoder_equivariance_error3d(net, x_inv)
+        values |= {f"acc_bin{b:02d}": float(v) for b, v in enumerate(bins)}
+        rows += [{"variant": variant, "protocol": meta["protocol"], "seed": int(meta["seed"]),
+                  "metric": k, "value": float(v)} for k, v in values.items()]
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------------------- reporting
 def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[float]]],
                                                    dict[str, dict[str, list[float]]]]:
@@ -183,36 +297,64 @@ def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[floa
     return main, encoder
 
 
+def _mean(values: list[float]) -> float:
+    arr = np.asarray(values, dtype=float)
+    return float(np.nanmean(arr)) if np.isfinite(arr).any() else float("nan")
+
+
 def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
                  *score_tables: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
     p = _params(params)
     scores = pd.concat(score_tables, ignore_index=True)
     main, encoder = collect_metrics(scores)
+    groups = [[v for v in main if v not in VARIANTS_3D], [v for v in main if v in VARIANTS_3D]]
+    for group in groups:  # identical metric names within each experiment (NaN = not run)
+        names = set().union(*(main[v] for v in group)) if group else set()
+        for v in group:
+            for name in names - set(main[v]):
+                main[v][name] = [float("nan")]
+    roles = {**ROLES, **ROLES_3D}
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], {**main, **encoder},
                            run_info, p.seeds, title="Steerable Transformers (ICML 2025)",
                            figures=["figures/accuracy_by_angle.png",
-                                    "figures/invariance_by_angle.png"])
+                                    "figures/invariance_by_angle.png",
+                                    "figures/accuracy_by_angle_3d.png"])
     report = metrics_report(PIPELINE, main, run_info, p.seeds,
                             extra={"encoder": encoder,
-                                   "roles": {v: ROLES[v] for v in main}})
+                                   "roles": {v: roles[v] for v in main}})
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in main.items()}
-        variant_params = {v: {"architecture": VARIANT_SPECS[v][0],
-                              "transformer": VARIANT_SPECS[v][1],
-                              "positional": VARIANT_SPECS[v][2],
-                              "augment_rotation": VARIANT_SPECS[v][3]} for v in main}
-        log_variants(PIPELINE, means, {v: ROLES[v] for v in main},
-                     params_by_variant=variant_params)
+        for group in groups:
+            if not group:
+                continue
+            means = {v: {k: _mean(x) for k, x in main[v].items()} for v in group}
+            variant_params = {v: ({"architecture": VARIANT_SPECS[v][0],
+                                   "transformer": VARIANT_SPECS[v][1],
+                                   "positional": VARIANT_SPECS[v][2],
+                                   "augment_rotation": VARIANT_SPECS[v][3]}
+                                  if v in VARIANT_SPECS else
+                                  {"architecture": "cnn3d" if v == "cnn_3d" else "steerable3d",
+                                   "transformer": v == "steer_tf_3d", "experiment": "3d"})
+                              for v in group}
+            log_variants(PIPELINE, means, {v: roles[v] for v in group},
+                         params_by_variant=variant_params)
         log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
     return report, claims
 
 
 def plot_figures(params: dict[str, Any], *score_tables: pd.DataFrame) -> dict[str, Any]:
-    """Accuracy against rotation angle and invariance error against angle, per protocol."""
+    """Accuracy against rotation angle and invariance error against angle, per protocol (2D);
+    accuracy against the rotation angle of the test shapes (3D)."""
     matplotlib.use("Agg")
     p = _params(params)
     scores = pd.concat(score_tables, ignore_index=True)
-    return {"accuracy_by_angle.png": plot_accuracy_by_angle(scores, p.evaluation.n_angle_bins),
-            "invariance_by_angle.png": plot_invariance_by_angle(scores)}
+    in_3d = scores["variant"].isin(VARIANTS_3D)
+    scores_2d, scores_3d = scores[~in_3d], scores[in_3d]
+    figures = {"accuracy_by_angle.png": plot_accuracy_by_angle(scores_2d,
+                                                               p.evaluation.n_angle_bins),
+               "invariance_by_angle.png": plot_invariance_by_angle(scores_2d)}
+    if not scores_3d.empty:
+        figures["accuracy_by_angle_3d.png"] = plot_accuracy_by_angle(
+            scores_3d, N_ANGLE_BINS_3D, max_angle=180, what="test shape")
+    return figures
 

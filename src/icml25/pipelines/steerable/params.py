@@ -29,6 +29,9 @@ VARIANT_SPECS = {
     "vit_aug": ("vit", False, False, True),
 }
 STEERABLE_VARIANTS = tuple(v for v, s in VARIANT_SPECS.items() if s[0] == "steerable")
+#: the 3D experiment (synthetic voxel shapes): method and baselines, each trained per seed
+VARIANTS_3D = ("steer_tf_3d", "steer_cnn_3d", "cnn_3d")
+ROLES_3D = {"steer_tf_3d": "method", "steer_cnn_3d": "baseline", "cnn_3d": "baseline"}
 
 
 class DataParams(ParamsModel):
@@ -101,6 +104,9 @@ class TransformerParams(ParamsModel):
     layers: int = Field(ge=1)
     heads: int = Field(ge=1)
     ff_mult: int = Field(default=4, ge=1)
+    #: None = plain residual (official); a number = learned per-channel gain on each residual
+    #: branch, initialised there (LayerScale)
+    layer_scale: float | None = Field(default=None, gt=0)
 
 
 class CNNParams(ParamsModel):
@@ -149,6 +155,63 @@ class EvaluationParams(ParamsModel):
         return angles
 
 
+class Data3dParams(ParamsModel):
+    """Synthetic voxel shapes: samples per class and split."""
+
+    grid: int = Field(ge=4)
+    n_train: int = Field(gt=0)
+    n_val: int = Field(gt=0)
+    n_test: int = Field(gt=0)
+    noise: float = Field(ge=0)
+    seed: int = Field(ge=0)
+
+    @field_validator("grid")
+    @classmethod
+    def _even(cls, grid: int) -> int:
+        if grid % 2:
+            raise ValueError(f"grid {grid} is odd: the 2x2x2 pools need even sides to keep the "
+                             "cube rotations exact")
+        return grid
+
+
+class Models3dParams(ParamsModel):
+    """The 3D steerable CNN (shared by steer_tf_3d and steer_cnn_3d) and the plain 3D CNN."""
+
+    max_degree: int = Field(ge=0, le=4)
+    kernel_size: int = Field(ge=3)
+    n_radius: int = Field(ge=1)
+    widths: list[int] = Field(min_length=1)
+    head_hidden: int = Field(gt=0)
+    dropout: float = Field(ge=0, lt=1)
+    transformer: TransformerParams
+    cnn_widths: list[int] = Field(min_length=1)
+    #: batch = equivariant batch norm of the invariant norms; frequency = the official
+    #: per-position norm over all components (amplifies background noise to unit norm)
+    norm: Literal["batch", "frequency"] = "batch"
+
+    @field_validator("kernel_size")
+    @classmethod
+    def _odd(cls, k: int) -> int:
+        if k % 2 == 0:
+            raise ValueError(f"kernel_size {k} is even: a steerable kernel needs a centre voxel")
+        return k
+
+    @model_validator(mode="after")
+    def _fits(self) -> Models3dParams:
+        if self.n_radius > (self.kernel_size - 1) // 2:
+            raise ValueError(f"n_radius {self.n_radius} shells do not fit a kernel of size "
+                             f"{self.kernel_size} (at most {(self.kernel_size - 1) // 2})")
+        if self.widths[-1] % self.transformer.heads:
+            raise ValueError(f"transformer.heads {self.transformer.heads} does not divide the "
+                             f"transformer width D = widths[-1] = {self.widths[-1]}")
+        return self
+
+
+class Evaluation3dParams(ParamsModel):
+    invariance_shapes: int = Field(ge=1)
+    interp_rotations: int = Field(ge=1)
+
+
 class SteerableParams(ParamsModel):
     seeds: Seeds
     ablation_seeds: Seeds | None = None
@@ -157,6 +220,9 @@ class SteerableParams(ParamsModel):
     num_threads: int = Field(default=1, ge=0)
     progress: bool = True
     protocols: list[Literal["rot_rot", "up_rot"]] = Field(min_length=1)
+    #: optional subset of ``protocols`` per 2D variant (ablations where they are informative)
+    variant_protocols: dict[str, list[Literal["rot_rot", "up_rot"]]] = Field(
+        default_factory=dict)
     data: DataParams
     steerable: SteerableArchParams
     transformer: TransformerParams
@@ -164,6 +230,11 @@ class SteerableParams(ParamsModel):
     vit: ViTParams
     train: TrainParams
     evaluation: EvaluationParams
+    protocols_3d: list[Literal["rot_rot", "up_rot"]] = Field(min_length=1)
+    data3d: Data3dParams
+    models3d: Models3dParams
+    train3d: TrainParams
+    evaluation3d: Evaluation3dParams
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -183,11 +254,37 @@ class SteerableParams(ParamsModel):
                              "odd so the last conv is centred on the rotation centre")
         if len(set(self.protocols)) != len(self.protocols):
             raise ValueError(f"protocols repeat: {self.protocols}")
+        for variant, protocols in self.variant_protocols.items():
+            if variant not in VARIANTS:
+                raise ValueError(f"variant_protocols: unknown variant {variant!r}; expected "
+                                 f"one of {VARIANTS}")
+            if not protocols or set(protocols) - set(self.protocols):
+                raise ValueError(f"variant_protocols.{variant}: {protocols} must be a non-empty "
+                                 f"subset of protocols {self.protocols}")
+            if ROLES[variant] != "ablation":
+                raise ValueError(f"variant_protocols.{variant}: only ablations may skip a "
+                                 "protocol; the method and the baselines run all of them")
+        side = self.data3d.grid
+        for _ in self.models3d.widths:
+            if side % 2:
+                raise ValueError(f"models3d.widths: {len(self.models3d.widths)} pools meet an "
+                                 f"odd {side}^3 map of data3d.grid {self.data3d.grid}")
+            side //= 2
+        if side < 1:
+            raise ValueError(f"models3d.widths: {len(self.models3d.widths)} pools shrink "
+                             f"data3d.grid {self.data3d.grid} below one voxel")
         return self
+
+    def protocols_of(self, variant: str) -> list[str]:
+        """The 2D protocols ``variant`` is trained and evaluated in."""
+        return list(self.variant_protocols.get(variant, self.protocols))
 
     def seeds_of(self, variant: str, protocol: str) -> list[int]:
         """Ablations run ``ablation_seeds`` if given; otherwise a protocol's own seeds
-        (``protocol_seeds``, to keep the CPU budget) or the pipeline's ``seeds``."""
+        (``protocol_seeds``, to keep the CPU budget) or the pipeline's ``seeds``; the 3D
+        variants run ``seeds``."""
+        if variant in VARIANTS_3D:
+            return self.seeds
         if ROLES[variant] == "ablation" and self.ablation_seeds is not None:
             return self.ablation_seeds
         return self.protocol_seeds.get(protocol, self.seeds)

@@ -8,16 +8,18 @@ import numpy as np
 import pandas as pd
 
 STYLE = {"steer_tf": ("C3", "-"), "steer_cnn": ("C0", "-"), "cnn": ("C2", "--"),
+         "steer_tf_3d": ("C3", "-"), "steer_cnn_3d": ("C0", "-"), "cnn_3d": ("C2", "--"),
          "vit": ("C1", "--"), "steer_tf_nopos": ("C4", ":"), "cnn_aug": ("C2", ":"),
          "vit_aug": ("C1", ":")}
 
 
-def plot_accuracy_by_angle(scores: pd.DataFrame, n_bins: int):
+def plot_accuracy_by_angle(scores: pd.DataFrame, n_bins: int, max_angle: float = 360,
+                           what: str = "test digit"):
     """Seed-mean test accuracy per angle bin, one panel per protocol."""
     protocols = sorted(scores["protocol"].unique())
     fig, axes = plt.subplots(1, len(protocols), figsize=(5.2 * len(protocols), 3.6),
                              squeeze=False, sharey=True)
-    centres = (np.arange(n_bins) + 0.5) * 360 / n_bins
+    centres = (np.arange(n_bins) + 0.5) * max_angle / n_bins
     for ax, protocol in zip(axes[0], protocols, strict=True):
         sub = scores[(scores["protocol"] == protocol) & scores["metric"].str.match(r"acc_bin\d")]
         for variant, rows in sub.groupby("variant", sort=False):
@@ -26,8 +28,8 @@ def plot_accuracy_by_angle(scores: pd.DataFrame, n_bins: int):
             ax.plot(centres[: len(mean)], 100 * mean, ls, color=colour, marker="o", ms=3,
                     label=variant)
         ax.set_title(f"protocol {protocol}")
-        ax.set_xlabel("rotation angle of the test digit (degrees)")
-        ax.set_xticks(np.arange(0, 361, 60))
+        ax.set_xlabel(f"rotation angle of the {what} (degrees)")
+        ax.set_xticks(np.arange(0, max_angle + 1, 60 if max_angle > 180 else 30))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("test accuracy (%)")
     axes[0, -1].legend(fontsize=8, loc="lower right")
