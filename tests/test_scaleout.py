@@ -116,6 +116,28 @@ def _variants(room: str) -> list[str]:
         return list(METHODS)
     if room == "ex2psro":  # the methods are chosen by parameters
         return ["psro"]
+    if room == "sparse_iht":  # each experiment's seed loop
+        from icml25.pipelines.sparse_iht.pipeline import EXPERIMENTS
+        return list(EXPERIMENTS)
+    if room == "sgd_hitting":  # the Monte-Carlo experiments are chosen by parameters
+        return ["mc"]
+    if room == "distributed_estimation":  # the sweeps are chosen by parameters
+        return ["sim"]
+    if room == "robust_rl":  # the DQN variants (the tabular and linear studies are cheap)
+        from icml25.pipelines.robust_rl.nodes import DQN_VARIANTS
+        return list(DQN_VARIANTS)
+    if room == "quantum_rl":  # the agents are chosen by parameters
+        return ["agents"]
+    if room == "acorn":
+        from icml25.pipelines.acorn.params import VARIANTS
+        return list(VARIANTS)
+    if room == "malot":  # the prover variants, and the LoT-Solver trained and run per shard
+        return ["prover", "lot"]
+    if room == "steerable":  # the 2D and the 3D variants (protocols loop inside a shard)
+        from icml25.pipelines.steerable.params import VARIANTS, VARIANTS_3D
+        return [*VARIANTS, *VARIANTS_3D]
+    if room == "twa":  # the selected methods are rerun per seed inside a shard
+        return ["methods"]
     from icml25.pipelines.wavetoken.params import VARIANTS
     return list(VARIANTS)
 
@@ -124,10 +146,13 @@ def _trained_once(room: str) -> set[str]:
     """Training nodes that are no seed sweep, so sit outside the seed shards: fpo trains its SFT
     model and SAE once (on ``data_seed``) for every method and seed, and picks each method's
     learning rate on dev with the first seed (``fpo.<method>.select_lr``) before that method's
-    seed shards all train at it."""
+    seed shards all train at it; twa trains its systems once and tunes every method's grid with
+    the first seed (``twa.select_methods``) before the seed shards rerun the selected ones."""
     if room == "fpo":
         from icml25.pipelines.fpo.losses import METHODS
         return {"fpo.train_sft", "fpo.train_sae", *(f"fpo.{m}.select_lr" for m in METHODS)}
+    if room == "twa":  # the base/other systems, and every method's grid on the first seed
+        return {"twa.train_systems", "twa.select_methods"}
     return set()
 
 
@@ -137,7 +162,9 @@ def _bound(func) -> dict:
 
 
 FANNED_OUT = ["wavetoken", "frugal", "vga", "knowledge_swap", "softshape", "ctbench",
-              "sortformer", "functional_tom", "fpo", "ex2psro"]
+              "sortformer", "functional_tom", "fpo", "ex2psro", "sparse_iht", "sgd_hitting",
+              "distributed_estimation", "robust_rl", "quantum_rl",
+              "acorn", "malot", "steerable", "twa"]
 
 
 @pytest.mark.parametrize("room", FANNED_OUT)

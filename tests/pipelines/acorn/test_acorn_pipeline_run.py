@@ -9,6 +9,7 @@ import mlflow
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -55,9 +56,13 @@ def test_acorn_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert {p.name for p in (out / "figures").iterdir()} == {"examples.png",
                                                              "error_vs_condition.png"}
     models = kedro_project / "data/06_models/acorn"
+    n = seed_shards()  # seed i of [0, 1] is trained by shard i % n of each variant
     for variant in ("acorn_phase", "magnitude_only"):
-        assert sorted(p.name for p in (models / variant).iterdir()) == [
-            "seed_0.safetensors", "seed_1.safetensors"]
+        assert sorted(p.relative_to(models / variant).as_posix()
+                      for p in (models / variant).rglob("*.safetensors")) == [
+            f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
+        assert {p.name for p in (models / variant).iterdir()} <= {
+            f"shard_{k}" for k in range(n)}
     raw = kedro_project / "data/01_raw/acorn"
     assert {"speech_bank.pkl", "source_bank.pkl", "aqa_phy_meta.parquet"} <= {
         p.name for p in raw.iterdir()}

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.distributed_estimation import nodes
 from icml25.pipelines.distributed_estimation.params import DistributedEstimationParams
 from icml25.pipelines.distributed_estimation.simulator import Point, check_point
@@ -52,6 +53,16 @@ def test_distributed_estimation_runs_end_to_end_on_test_config(kedro_project, ru
     assert (used["bits_max"] <= used["l"]).all() and len(used) > 100
     assert set(sim["model"]) == {"density", "gaussian", "binary", "poisson", "heteroskedastic"}
     assert np.isfinite(sim.loc[sim["applicable"], "ise"]).all()
+    # one table per seed shard: repetition i of [0, 1] is simulated by shard i % n, and the
+    # merged table holds exactly the shards' rows
+    n = seed_shards()
+    shard_rows = 0
+    for k in range(n):
+        shard = pd.read_parquet(kedro_project / f"data/07_model_output/{NAME}/"
+                                f"sim_results_shard_{k}.parquet")
+        assert (set(shard["rep"]) if len(shard) else set()) == {i for i in (0, 1) if i % n == k}
+        shard_rows += len(shard)
+    assert shard_rows == len(sim)
     figures = {p.name for p in (out / "figures").iterdir()}
     assert {"n_d2.png", "n_d1.png", "m_d2.png", "l_d2.png", "phase_diagram.png",
             "regression.png", "k_opt.png", "bits_per_message.png"} <= figures

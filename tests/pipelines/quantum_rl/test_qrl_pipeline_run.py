@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.quantum_rl.params import QuantumRLParams
 
 
@@ -61,6 +62,14 @@ def test_quantum_rl_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert (epochs.covered_pairs <= epochs.visited_pairs).all()
     runs = pd.read_parquet(model_out / "run_summary.parquet")
     assert (runs.wall_seconds > 0).all()
+    # one set of tables per seed shard: seed i of [0, 1] is run (by every agent) in shard i % n,
+    # and the merged run table holds each shard's runs once
+    n = seed_shards()
+    shard_runs = [pd.read_parquet(model_out / f"shards/run_summary_shard_{k}.parquet")
+                  for k in range(n)]
+    for k, shard in enumerate(shard_runs):
+        assert set(shard["seed"]) <= {i for i in (0, 1) if i % n == k}
+    assert sum(len(shard) for shard in shard_runs) == len(runs)
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["quantum_rl"], output_format="list")

@@ -13,6 +13,7 @@ import pytest
 
 from icml25.core.mdp import MDPError
 from icml25.core.params import ParameterError
+from icml25.pipelines.robust_rl.nodes import DQN_VARIANTS
 
 TABULAR = {"reduction_eps0.1", "reduction_eps0.05", "fixed_gamma_0.9", "fixed_gamma_0.99",
            "robust_rvi_phat", "nonrobust_plugin", "robust_rvi_qlearning"}
@@ -67,9 +68,12 @@ def test_robust_rl_runs_end_to_end_on_test_config(kedro_project, run_pipeline, m
                 metrics["metrics"][claim["method"]][claim["metric"]])
     assert {p.name for p in (out / "figures").iterdir()} == {
         "gap_vs_N.png", "gap_vs_eps.png", "fa_linear.png", "cartpole_grid.png"}
+    # one folder per DQN variant and seed shard; fa_dqn.seeds [0] is trained by shard 0 alone
     models = kedro_project / "data/07_model_output/robust_rl/dqn_models"
-    assert sorted(p.name for p in models.iterdir()) == sorted(
-        f"{v}_seed0.safetensors" for v in DQN)
+    assert sorted(p.relative_to(models).as_posix() for p in models.rglob("*.safetensors")) == \
+        sorted(f"{role}/shard_0/{v}_seed0.safetensors" for role, v in zip(
+            DQN_VARIANTS, ("robust_dqn", "dqn", "robust_dqn_gamma0.99"), strict=True))
+    assert {p.name for p in models.iterdir()} == set(DQN_VARIANTS)
     cartpole = pd.read_parquet(kedro_project / "data/07_model_output/robust_rl/cartpole_eval.parquet")
     assert len(cartpole) == 3 * 4 and cartpole["avg_reward"].between(0, 1).all()
 

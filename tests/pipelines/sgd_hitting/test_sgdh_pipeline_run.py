@@ -14,6 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.sgd_hitting.params import SgdHittingParams
 from icml25.pipelines.sgd_hitting.predictions import VARIANTS
 
@@ -60,6 +61,12 @@ def test_sgd_hitting_runs_end_to_end_on_test_config(kedro_project, run_pipeline)
 
     mc = pd.read_parquet(kedro_project / "data/07_model_output/sgd_hitting/mc_hitting_times.parquet")
     assert set(mc["seed"]) == {0, 1} and (mc["tau"] >= 0).all()
+    # one table per seed shard: seed i of [0, 1] is simulated by shard i % n
+    n = seed_shards()
+    for k in range(n):
+        shard = pd.read_parquet(kedro_project / "data/07_model_output/sgd_hitting"
+                                / f"mc_hitting_times_shard_{k}.parquet")
+        assert set(shard["seed"]) == {i for i in (0, 1) if i % n == k}
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["sgd_hitting"], output_format="list")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.sparse_iht import nodes
 from icml25.pipelines.sparse_iht.params import SparseIHTParams
 
@@ -77,6 +78,14 @@ def test_sparse_iht_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert set(fo["seed"]) == {0, 1} and fo["objective"].notna().all()
     assert (fo[fo["method"].isin(["iht_2sp", "iht_2sp_warm"])]["max_violation"] <= 1e-12).all()
     assert (kedro_project / "data/01_raw/sparse_iht/synthetic_problems.parquet").exists()
+    # one table per experiment and seed shard: seed i of [0, 1] is run by shard i % n
+    n = seed_shards()
+    for k in range(n):
+        for experiment in ("first_order", "exhaustive", "stochastic", "zeroth_order",
+                           "real_data"):
+            shard = pd.read_parquet(model_out / f"shards/{experiment}_results_shard_{k}.parquet")
+            assert (set(shard["seed"]) if len(shard) else set()) == {
+                i for i in (0, 1) if i % n == k}, (experiment, k)
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["sparse_iht"], output_format="list")

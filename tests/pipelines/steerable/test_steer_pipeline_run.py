@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.steerable.params import VARIANTS, VARIANTS_3D, SteerableParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -78,14 +79,21 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     assert {p.name for p in (out / "figures").iterdir()} == {
         "accuracy_by_angle.png", "invariance_by_angle.png", "accuracy_by_angle_3d.png"}
+    # one folder per variant and seed shard: seed i of [0, 1] is trained by shard i % n
     models = kedro_project / "data/06_models/steerable"
-    assert sorted(p.name for p in (models / "steer_tf").iterdir()) == [
-        "rot_rot_seed0.safetensors", "rot_rot_seed1.safetensors",
-        "up_rot_seed0.safetensors"]  # conf/base protocol_seeds: up_rot runs seed 0 only
+    n = seed_shards()
+
+    def _weights(variant: str) -> list[str]:
+        return sorted(p.relative_to(models / variant).as_posix()
+                      for p in (models / variant).rglob("*.safetensors"))
+
+    assert _weights("steer_tf") == sorted([
+        "shard_0/rot_rot_seed0.safetensors", f"shard_{1 % n}/rot_rot_seed1.safetensors",
+        "shard_0/up_rot_seed0.safetensors"])  # conf/base protocol_seeds: up_rot runs seed 0 only
     assert (kedro_project / "data/01_raw/steerable/rotated_digits.pkl").exists()
     assert (kedro_project / "data/01_raw/steerable/voxel_shapes.pkl").exists()
-    assert sorted(p.name for p in (models / "steer_tf_3d").iterdir()) == [
-        "up_rot_seed0.safetensors", "up_rot_seed1.safetensors"]
+    assert _weights("steer_tf_3d") == sorted([
+        "shard_0/up_rot_seed0.safetensors", f"shard_{1 % n}/up_rot_seed1.safetensors"])
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["steerable"], output_format="list")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError
+from icml25.core.sweep import seed_shards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -55,6 +56,13 @@ def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         metrics["per_seed"][f"twa_l{lam:g}"]["test_oracle_mqm"]
     assert json.loads((kedro_project / "data/07_model_output/twa/real_results.json")
                       .read_text()) == {"enabled": False}
+    # the selection holds the first seed's runs; every seed shard holds seeds[k::n] of [0, 1]
+    model_out = kedro_project / "data/07_model_output/twa"
+    assert list(pd.read_pickle(model_out / "selection.pkl")["seeds"]) == [0]
+    n = seed_shards()
+    for k in range(n):
+        runs = pd.read_pickle(model_out / f"method_runs_shard_{k}.pkl")
+        assert list(runs) == [i for i in (0, 1) if i % n == k]
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "twa" and claims["run"]["env"] == "test"

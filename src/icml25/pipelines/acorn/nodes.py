@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.acorn import dsp_baselines as dsp
 from icml25.pipelines.acorn import scenes
@@ -183,9 +184,15 @@ def _task_data(meta: pd.DataFrame, clips: dict[str, np.ndarray], split: str
 
 
 def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict[str, Any],
-                  variant: str) -> dict[str, Any]:
-    """Train one encoder variant once per seed; returns ``{seed_<s>: state dict + meta}``."""
+                  variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """Train one encoder variant once per seed of shard ``shard`` of ``n_shards``
+    (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`); returns
+    ``{seed_<s>: state dict + meta}``, empty for a shard without a seed. Every seed starts from
+    :func:`seed_everything` and its own data order, so its model does not depend on the shard."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return {}
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     cfg = EncoderConfig(d=p.model.d, layers=p.model.layers, heads=p.model.heads,
@@ -194,7 +201,7 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
                         dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 1)
     train_data, val_data = _task_data(meta, clips, "train"), _task_data(meta, clips, "val")
     models = {}
-    for seed in p.seeds:
+    for seed in seeds:
         seed_everything(seed)
         model, record = train_model(cfg, train_data, val_data, epochs=p.train.epochs,
                                     batch_size=p.train.batch_size, lr=p.train.lr,
@@ -211,10 +218,13 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
 
 def predict_variant(models: dict[str, Any], meta: pd.DataFrame, clips: dict[str, np.ndarray],
                     params: dict[str, Any], variant: str) -> pd.DataFrame:
-    """Predictions of every seed's model on the test, T2 and OOD splits."""
+    """Predictions of every seed's model (of one seed shard) on the test, T2 and OOD splits; an
+    empty table for a shard without a model."""
     from icml25.pipelines.acorn.encoder import AcornModel
 
     p = _params(params)
+    if not models:
+        return pd.DataFrame()
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     frames = []
@@ -237,6 +247,38 @@ def predict_variant(models: dict[str, Any], meta: pd.DataFrame, clips: dict[str,
                                             "split": split, "task": task, "item": items,
                                             "pred": pred}))
     return pd.concat(frames, ignore_index=True)
+
+
+def merge_predictions(params: dict[str, Any], *shard_predictions: pd.DataFrame,
+                      variant: str) -> pd.DataFrame:
+    """One variant's predictions from its seed shards, seeds in the order :func:`predict_variant`
+    over all of the variant's models writes them (by model key ``seed_<s>``, sorted), each seed's
+    rows as its shard wrote them. Shard ``k`` of ``n`` must hold ``seeds[k::n]``
+    (:func:`icml25.core.sweep.interleave_shards`)."""
+    p = _params(params)
+    position = {seed: i for i, seed in enumerate(p.seeds)}
+    per_shard = []
+    for frame in shard_predictions:
+        if frame is None or frame.empty:
+            per_shard.append([])
+            continue
+        stray = sorted(set(frame["variant"]) - {variant})
+        if stray:
+            raise ValueError(f"acorn: the {variant} seed shards hold predictions of {stray}; "
+                             f"re-run the seed shards")
+        groups = [g for _, g in frame.groupby("seed", sort=False)]
+        unknown = sorted({int(g["seed"].iloc[0]) for g in groups} - set(position))
+        if unknown:
+            raise ValueError(f"acorn: the {variant} seed shards hold seeds {unknown} that "
+                             f"params:acorn.seeds {p.seeds} does not list; re-run the seed shards")
+        per_shard.append(sorted(groups, key=lambda g: position[int(g["seed"].iloc[0])]))
+    by_seed = interleave_shards(per_shard)
+    found = [int(g["seed"].iloc[0]) for g in by_seed]
+    if found != list(p.seeds):
+        raise ValueError(f"acorn: the {variant} seed shards hold seeds {found}, params:acorn.seeds "
+                         f"is {p.seeds}; re-run the seed shards")
+    by_key = {f"seed_{int(g['seed'].iloc[0])}": g for g in by_seed}
+    return pd.concat([by_key[key] for key in sorted(by_key)], ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -323,13 +365,14 @@ def judge_claims(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[st
     p = _params(params)
     metrics = summarise(scores)
     claim_metrics = {**metrics, **derived_variants(metrics)}
-    training = {}
-    for bundle in models:
+    training: dict[str, dict[str, Any]] = {}
+    for bundle in models:  # every variant's seed shards
         for key in sorted(bundle):
             md = _entry(bundle[key])["metadata"]
             training.setdefault(md["variant"], {})[key] = {
                 "seconds": md["seconds"], "steps": md["steps"], "best_step": md["best_step"],
                 "n_parameters": md["n_parameters"]}
+    training = {v: {key: runs[key] for key in sorted(runs)} for v, runs in training.items()}
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
                            run_info, p.seeds,
                            title="ACORN: physical awareness from sound (ICML 2025)",

@@ -1,8 +1,11 @@
 """Wiring of the acorn pipeline (spec ``acorn.md``, "Kedro pipeline sketch").
 
 speech + synthetic sources -> scene metadata (AQA-PHY records) -> rendered clips -> one train
-+ predict node pair per encoder variant (namespace ``acorn.<variant>``) and the classical /
-trivial baselines -> scores -> metrics, claims and figures.
++ predict node pair per encoder variant and seed shard (namespace ``acorn.<variant>.shard_<k>``;
+shard ``k`` of ``n`` trains ``seeds[k::n]``, see :mod:`icml25.core.sweep`), each variant's
+shard predictions merged (``acorn.<variant>.merge_predictions``), and the classical / trivial
+baselines -> scores -> metrics, claims and figures. The seed shards are separate nodes, so a
+parallel runner spreads them over its workers.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.acorn import nodes
 from icml25.pipelines.acorn.params import VARIANTS, AcornParams
 
@@ -18,21 +22,30 @@ PARAMETERS = AcornParams
 P = "params:acorn"
 
 
-def _for_variant(func, variant: str):
-    bound = partial(func, variant=variant)
-    return update_wrapper(bound, func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
-def _variant_nodes(variant: str) -> list:
-    ns = f"acorn.{variant}"
-    return [
-        node(_for_variant(nodes.train_variant, variant),
-             inputs=["acorn.meta", "acorn.clips", P], outputs=f"{ns}.models",
-             name="train", namespace=ns, tags=["training"]),
-        node(_for_variant(nodes.predict_variant, variant),
-             inputs=[f"{ns}.models", "acorn.meta", "acorn.clips", P],
-             outputs=f"{ns}.predictions", name="predict", namespace=ns),
-    ]
+def _variant_nodes(variant: str, n_shards: int) -> list:
+    """Per seed shard a train + predict pair (namespace ``acorn.<variant>.shard_<k>``), then the
+    merge of the shards' predictions into the variant's table."""
+    out = []
+    for k in range(n_shards):
+        ns = f"acorn.{variant}.shard_{k}"
+        out += [
+            node(_bind(nodes.train_variant, variant=variant, shard=k, n_shards=n_shards),
+                 inputs=["acorn.meta", "acorn.clips", P], outputs=f"{ns}.models",
+                 name="train", namespace=ns, tags=["training"]),
+            node(_bind(nodes.predict_variant, variant=variant),
+                 inputs=[f"{ns}.models", "acorn.meta", "acorn.clips", P],
+                 outputs=f"{ns}.predictions", name="predict", namespace=ns),
+        ]
+    out.append(node(_bind(nodes.merge_predictions, variant=variant),
+                    inputs=[P, *(f"acorn.{variant}.shard_{k}.predictions"
+                                 for k in range(n_shards))],
+                    outputs=f"acorn.{variant}.predictions", name="merge_predictions",
+                    namespace=f"acorn.{variant}"))
+    return out
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -47,9 +60,10 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.render_clips, ["acorn.meta", "acorn.source_bank", P], "acorn.clips",
              name="render_clips", namespace=ns),
     ]
-    variants = [n for v in VARIANTS for n in _variant_nodes(v)]
+    n_shards = seed_shards()
+    variants = [n for v in VARIANTS for n in _variant_nodes(v, n_shards)]
     predictions = [f"acorn.{v}.predictions" for v in VARIANTS]
-    models = [f"acorn.{v}.models" for v in VARIANTS]
+    models = [f"acorn.{v}.shard_{k}.models" for v in VARIANTS for k in range(n_shards)]
     evaluation = [
         node(nodes.run_baselines, ["acorn.meta", "acorn.clips", P], "acorn.baseline_predictions",
              name="run_baselines", namespace=ns),

@@ -16,6 +16,7 @@ import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.distributed_estimation import analysis, theory
 from icml25.pipelines.distributed_estimation.functions import TrueModel, base_function, make_model
@@ -115,21 +116,67 @@ def theory_grid(true_functions: pd.DataFrame, params: dict[str, Any],
 
 
 # -------------------------------------------------------------------------------- simulation
-def simulate_protocols(true_functions: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
-    """Every protocol at every sweep point, K of the grid and repetition (spec step 3)."""
+def simulate_protocols(true_functions: pd.DataFrame, params: dict[str, Any], shard: int = 0,
+                       n_shards: int = 1) -> pd.DataFrame:
+    """Every protocol at every sweep point and K of the grid, for the repetitions (seeds) of
+    shard ``shard`` of ``n_shards`` of each sweep (``seeds_of(sweep)[shard::n_shards]``,
+    :func:`icml25.core.sweep.shard_seeds`; spec step 3). A run draws from a generator of its own
+    (base seed, repetition, protocol, point, K), so its row does not depend on the shard; a sweep
+    without a repetition in this shard adds no row, a shard without any an empty table."""
     p = _params(params)
     models = models_from_table(true_functions)
     frames = []
     for name, sweep in p.sweeps.items():
+        reps = shard_seeds(p.seeds_of(name), shard, n_shards)
+        if not reps:
+            continue
         frame = simulate_sweep(
             name, models[(sweep.function, sweep.model)], _points(sweep), p.grid.k_grid,
-            sweep.protocols, p.seeds_of(name), p.sim.base_seed,
+            sweep.protocols, reps, p.sim.base_seed,
             width_factor=p.sim.width_factor, quant_bits=p.sim.quant_bits,
             min_total_samples=p.sim.min_total_samples, progress=p.progress)
         frames.append(frame)
-        logger.info("%s: sweep %s done (%d runs, %.1f s of protocol time)", PIPELINE, name,
-                    len(frame), frame["seconds"].sum())
-    return pd.concat(frames, ignore_index=True)
+        logger.info("%s: sweep %s, seed shard %d of %d done (%d runs, %.1f s of protocol time)",
+                    PIPELINE, name, shard, n_shards, len(frame), frame["seconds"].sum())
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def merge_simulations(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataFrame:
+    """Every seed shard's rows in the order one loop writes them: sweep by sweep, then point and
+    K of the grid, then repetitions in seed-list order (shard ``k`` of ``n`` holds
+    ``seeds[k::n]``, :func:`icml25.core.sweep.interleave_shards`), protocols as simulated."""
+    p = _params(params)
+    frames = [f for f in shards if f is not None and not f.empty]
+    for frame in frames:
+        _check_sim(frame)
+    stray = sorted({s for f in frames for s in f["sweep"]} - set(p.sweeps))
+    if stray:
+        raise ValueError(f"{PIPELINE}: the seed shards hold sweeps {stray} that params:"
+                         f"{PIPELINE}.sweeps does not define; re-run the seed shards")
+    pieces = []
+    for name, sweep in p.sweeps.items():
+        per_shard = []
+        for frame in shards:
+            rows = frame[frame["sweep"] == name] if frame is not None and not frame.empty \
+                else pd.DataFrame()
+            per_shard.append([g for _, g in rows.groupby("rep", sort=False)] if len(rows)
+                             else [])
+        by_rep = interleave_shards(per_shard)
+        found = [int(g["rep"].iloc[0]) for g in by_rep]
+        if found != list(p.seeds_of(name)):
+            raise ValueError(f"{PIPELINE}: the seed shards hold sweep {name!r} repetitions "
+                             f"{found}, its seeds are {p.seeds_of(name)}; re-run the seed shards")
+        rows = pd.concat(by_rep)
+        jobs = {(pt.m, pt.n, pt.l, k): i for i, (pt, k) in enumerate(
+            (pt, k) for pt in _points(sweep) for k in p.grid.k_grid)}
+        try:
+            order = [jobs[key] for key in zip(rows["m"], rows["n"], rows["l"], rows["K"],
+                                              strict=True)]
+        except KeyError as err:
+            raise ValueError(f"{PIPELINE}: sweep {name!r} has rows at (m, n, l, K) = {err} that "
+                             f"are no point of its grid; re-run the seed shards") from None
+        pieces.append(rows.iloc[np.argsort(order, kind="stable")])
+    return pd.concat(pieces, ignore_index=True)
 
 
 # ---------------------------------------------------------------------------------- analysis

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
 from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, whole_proof
@@ -172,10 +173,15 @@ def _agents(p: MalotParams, seed: int, fewshots: list[dict[str, Any]]):
 
 
 def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.DataFrame,
-                 params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 params: dict[str, Any], shard: int = 0, n_shards: int = 1
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """MA-LoT (``x + k × y``) and whole-proof sampling (pass@(x + k·y)) on every evaluation
-    theorem and seed; returns every attempt and each theorem's solving round."""
+    theorem for the seeds of shard ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``,
+    :func:`icml25.core.sweep.shard_seeds`); returns every attempt and each theorem's solving
+    round. The agents are seeded per (seed, theorem) and the verifier's cache only saves work,
+    so a seed's rows do not depend on the shard; empty tables for a shard without a seed."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
     b = p.budget
     verifier = make_verifier(p.verifier.backend, _settings(p), p.verifier.lean_project_dir,
                              p.verifier.timeout_s, p.verifier.workers, p.verifier.memory_mb)
@@ -183,10 +189,12 @@ def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.Dat
     fewshots = theorems[theorems["split"] == "train"].head(64).to_dict("records")
     if not tasks:
         raise ValueError("malot: no evaluation theorems (synth.n_heldout and miniF2F are empty)")
+    if not seeds:
+        return pd.DataFrame(), pd.DataFrame()
     attempts, solved = [], []
-    bar = tqdm(total=len(p.seeds) * len(VARIANTS) * len(tasks), desc="malot: proving",
-               disable=not p.progress)
-    for seed in p.seeds:
+    bar = tqdm(total=len(seeds) * len(VARIANTS) * len(tasks),
+               desc=f"malot: proving (seed shard {shard})", disable=not p.progress)
+    for seed in seeds:
         for variant in VARIANTS:
             for i, thm in enumerate(tasks):
                 key = seed * 1_000_003 + i * 7919
@@ -218,9 +226,14 @@ def _lot_stages(theorems: pd.DataFrame, corrections: pd.DataFrame):
 
 
 def train_lot_solver(theorems: pd.DataFrame, corrections: pd.DataFrame,
-                     params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-    """One small LoT-Solver per seed, trained with the LoT-TL stages on the training theorems
-    and correction records (never on held-out ones), plus its no-correction-data ablation."""
+                     params: dict[str, Any], shard: int = 0, n_shards: int = 1
+                     ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One small LoT-Solver per seed of shard ``shard`` of ``n_shards`` (``seeds[shard::
+    n_shards]``, :func:`icml25.core.sweep.shard_seeds`), trained with the LoT-TL stages on the
+    training theorems and correction records (never on held-out ones), plus its
+    no-correction-data ablation. The tokenizer depends on the data alone and every seed starts
+    from ``seed_everything``, so a seed's models do not depend on the shard; nothing for a shard
+    without a seed."""
     from icml25.core.device import seed_everything, set_threads
     from icml25.pipelines.malot.lot_model import (
         CD_PLACEHOLDER,
@@ -232,7 +245,8 @@ def train_lot_solver(theorems: pd.DataFrame, corrections: pd.DataFrame,
     )
 
     p = _params(params)
-    if not p.lot.enabled:
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not p.lot.enabled or not seeds:
         return {}, pd.DataFrame(columns=["seed", "phase", "step", "train_loss"])
     set_threads(p.lot.num_threads)
     stages = _lot_stages(theorems, corrections)
@@ -242,7 +256,7 @@ def train_lot_solver(theorems: pd.DataFrame, corrections: pd.DataFrame,
     logger.info("malot: LoT-TL data: %s examples; vocabulary %d tokens",
                 {k: len(v) for k, v in stages.items()}, len(tok))
     models, rows = {}, []
-    for seed in p.seeds:
+    for seed in seeds:
         seed_everything(seed)
         trained, history = train_recipe(tok, stages, cfg, seed, progress=p.progress)
         models[seed] = {k: {n: t.detach().clone() for n, t in m.state_dict().items()}
@@ -266,8 +280,9 @@ def _load_lot(bundle: dict[str, Any], seed: int, which: str):
 def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd.DataFrame,
                      coverage: pd.DataFrame, params: dict[str, Any]
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The trained model in the MA-LoT loop and its baselines/ablations at equal generation
-    count, on the same evaluation theorems as :func:`run_variants`."""
+    """The trained models (of one seed shard: ``bundle`` holds the shard's seeds) in the MA-LoT
+    loop and its baselines/ablations at equal generation count, on the same evaluation theorems
+    as :func:`run_variants`; every agent samples from its own generator (seed and variant)."""
     from icml25.core.device import set_threads
     from icml25.pipelines.malot.loop import ma_lot_many, whole_proof_many
     from icml25.pipelines.malot.lot_model import LotAgent
@@ -290,9 +305,10 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
         "lot_no_cd_ma_lot": ("no_cd", True, True, "ma_lot"),
     }
     attempts, solved = [], []
-    bar = tqdm(total=len(p.seeds) * len(plan), desc="malot: LoT-Solver variants",
+    seeds = list(bundle["models"])
+    bar = tqdm(total=len(seeds) * len(plan), desc="malot: LoT-Solver variants",
                disable=not p.progress)
-    for seed in p.seeds:
+    for seed in seeds:
         for variant, (which, cot, ccot, loop) in plan.items():
             model, tok = _load_lot(bundle, seed, which)
             agent = LotAgent(model, tok, seed * 7 + list(plan).index(variant),
@@ -319,6 +335,57 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
             bar.update()
     bar.close()
     return pd.DataFrame(attempts), pd.DataFrame(solved)
+
+
+def _by_seed(tables: tuple[pd.DataFrame, ...], seeds: list[int], name: str,
+             columns: list[str] | None = None) -> pd.DataFrame:
+    """One table from the seed shards' tables (rows of a seed contiguous, seed-major as one loop
+    writes them): seeds back in seed-list order (shard ``k`` of ``n`` holds ``seeds[k::n]``,
+    :func:`icml25.core.sweep.interleave_shards`). No row at all gives ``columns`` (the table of a
+    study that is off)."""
+    per_shard = [[g for _, g in t.groupby("seed", sort=False)] if len(t) else [] for t in tables]
+    merged = interleave_shards(per_shard)
+    if not merged:
+        return pd.DataFrame(columns=columns) if columns is not None else pd.DataFrame()
+    found = [int(g["seed"].iloc[0]) for g in merged]
+    if found != list(seeds):
+        raise ValueError(f"malot: the seed shards hold {name} for seeds {found}, "
+                         f"params:malot.seeds is {list(seeds)}; re-run the seed shards")
+    return pd.concat(merged, ignore_index=True)
+
+
+def _pairs(tables: tuple[pd.DataFrame, ...], what: str) -> tuple[tuple, tuple]:
+    if len(tables) % 2:
+        raise ValueError(f"malot: {len(tables)} {what} shard tables do not split into "
+                         f"(attempts, solved) per shard")
+    return tables[0::2], tables[1::2]
+
+
+def merge_runs(params: dict[str, Any], *shard_tables: pd.DataFrame
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``attempts`` and ``solved`` of the prover variants from every seed shard's pair."""
+    p = _params(params)
+    attempts, solved = _pairs(shard_tables, "prover")
+    return (_by_seed(attempts, p.seeds, "attempts"), _by_seed(solved, p.seeds, "solved rounds"))
+
+
+def merge_lot_runs(params: dict[str, Any], *shard_tables: pd.DataFrame
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``lot_attempts`` and ``lot_solved`` from every LoT-Solver seed shard's pair; with the
+    LoT-Solver off, the empty tables :func:`run_lot_variants` writes."""
+    p = _params(params)
+    attempts, solved = _pairs(shard_tables, "LoT-Solver")
+    if not any(len(t) for t in (*attempts, *solved)):
+        return run_lot_variants({}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), params)
+    return (_by_seed(attempts, p.seeds, "LoT-Solver attempts"),
+            _by_seed(solved, p.seeds, "LoT-Solver solved rounds"))
+
+
+def merge_lot_training(params: dict[str, Any], *shard_histories: pd.DataFrame) -> pd.DataFrame:
+    """``lot_training`` (every seed's LoT-TL loss history) from every seed shard's history."""
+    p = _params(params)
+    return _by_seed(shard_histories, p.seeds, "LoT-Solver training histories",
+                    columns=["seed", "phase", "step", "train_loss"])
 
 
 def check_soundness(params: dict[str, Any]) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.mdp import TabularMDP, average_reward_lp, relative_value_iteration
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.quantum_rl.agents import AgentConfig, log_checkpoints, run_agent
 from icml25.pipelines.quantum_rl.amplitude_estimation import (
@@ -129,16 +130,33 @@ def run_seed_rng(seed: int, env: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(env.encode())])
 
 
+EPOCH_COLUMNS = ["variant", "env", "seed", "epoch", "t_start", "length", "evi_sweeps",
+                 "evi_seconds", "evi_converged", "optimistic_gain", "visited_pairs",
+                 "covered_pairs", "mean_radius", "quantum_updates", "fallback_updates"]
+CURVE_COLUMNS = ["variant", "env", "seed", "t", "regret", "realised_regret"]
+RUN_COLUMNS = ["variant", "env", "seed", "T", "wall_seconds", "evi_seconds", "evi_calls", "K"]
+
+
+def _jobs(p: QuantumRLParams, shard: int = 0, n_shards: int = 1) -> list[tuple[str, str, int]]:
+    """(agent, env, seed) in the order one loop runs them, each agent's seeds restricted to shard
+    ``shard`` of ``n_shards`` (``agent_seeds(agent)[shard::n_shards]``)."""
+    return [(agent, env, seed) for agent in p.agents for env in p.agent_envs(agent)
+            for seed in shard_seeds(p.agent_seeds(agent), shard, n_shards)]
+
+
 def run_agents(mdps: dict[str, dict[str, Any]], optimal: dict[str, Any],
-               params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame,
-                                                dict[str, Any]]:
-    """Every agent on every environment and seed: regret curves at log-spaced checkpoints,
-    per-epoch logs, per-run timings and the final estimates ``P_hat``, ``N``."""
+               params: dict[str, Any], shard: int = 0, n_shards: int = 1
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Every agent on every environment for the seeds of shard ``shard`` of ``n_shards`` (each
+    agent's ``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`): regret curves at
+    log-spaced checkpoints, per-epoch logs, per-run timings and the final estimates ``P_hat``,
+    ``N``. A run draws from its own generator (:func:`run_seed_rng` of seed and environment), so
+    it does not depend on the shard; a shard without a seed gives empty tables."""
     p = _params(params)
-    jobs = [(agent, env, seed) for agent in p.agents for env in p.agent_envs(agent)
-            for seed in p.agent_seeds(agent)]
+    jobs = _jobs(p, shard, n_shards)
     curves, epochs, runs, finals = [], [], [], {}
-    for agent, env, seed in tqdm(jobs, desc="quantum_rl agents", disable=not p.progress):
+    for agent, env, seed in tqdm(jobs, desc=f"quantum_rl agents (seed shard {shard})",
+                                 disable=not p.progress):
         T = p.agent_horizon(agent)
         mdp = _mdp(mdps[env], env)
         opt = optimal[env]
@@ -157,12 +175,73 @@ def run_agents(mdps: dict[str, dict[str, Any]], optimal: dict[str, Any],
             finals[f"{agent}/{env}/seed_{seed}"] = {
                 "P_hat": result.P_hat, "N": result.N,
                 **({"r_hat": result.r_hat} if result.r_hat is not None else {})}
-    epoch_cols = ["variant", "env", "seed", "epoch", "t_start", "length", "evi_sweeps",
-                  "evi_seconds", "evi_converged", "optimistic_gain", "visited_pairs",
-                  "covered_pairs", "mean_radius", "quantum_updates", "fallback_updates"]
-    epoch_frame = (pd.concat(epochs, ignore_index=True)[epoch_cols] if epochs
-                   else pd.DataFrame(columns=epoch_cols))
+    epoch_frame = (pd.concat(epochs, ignore_index=True)[EPOCH_COLUMNS] if epochs
+                   else pd.DataFrame(columns=EPOCH_COLUMNS))
+    if not runs:
+        return (pd.DataFrame(columns=CURVE_COLUMNS), epoch_frame,
+                pd.DataFrame(columns=RUN_COLUMNS), finals)
     return (pd.concat(curves, ignore_index=True), epoch_frame, pd.DataFrame(runs), finals)
+
+
+def _in_job_order(frame: pd.DataFrame, order: dict[tuple[str, str, int], int],
+                  name: str) -> pd.DataFrame:
+    """``frame``'s rows sorted by their run's position in one loop (stable: a run's rows keep
+    the order its shard wrote them in)."""
+    keys = list(zip(frame["variant"], frame["env"], frame["seed"].astype(int), strict=True))
+    unknown = sorted({k for k in keys if k not in order})
+    if unknown:
+        raise ValueError(f"quantum_rl: the seed shards' {name} hold runs {unknown[:3]} that the "
+                         f"parameters do not define; re-run the seed shards")
+    return frame.iloc[np.argsort([order[k] for k in keys], kind="stable")]
+
+
+def merge_agents(params: dict[str, Any], *shard_tables: pd.DataFrame
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One (curves, epochs, runs) from every seed shard's three tables (in shard order), rows
+    in the order one loop over agents, environments and seeds writes them (shard ``k`` of ``n``
+    holds each agent's ``seeds[k::n]``, :func:`icml25.core.sweep.interleave_shards`). Every run
+    must be in exactly one shard."""
+    p = _params(params)
+    if not shard_tables or len(shard_tables) % 3:
+        raise ValueError(f"quantum_rl: {len(shard_tables)} shard tables do not split into "
+                         f"(curves, epochs, runs) per shard")
+    shards = [shard_tables[i:i + 3] for i in range(0, len(shard_tables), 3)]
+    for agent in p.agents:
+        for env in p.agent_envs(agent):
+            per_shard = [[int(s) for s in runs.loc[(runs["variant"] == agent)
+                                                   & (runs["env"] == env), "seed"]]
+                         if len(runs) else [] for _, _, runs in shards]
+            found = interleave_shards(per_shard)
+            if found != list(p.agent_seeds(agent)):
+                raise ValueError(f"quantum_rl: the seed shards hold {agent} runs on {env} for "
+                                 f"seeds {found}, the parameters give "
+                                 f"{p.agent_seeds(agent)}; re-run the seed shards")
+    order = {job: i for i, job in enumerate(_jobs(p))}
+    tables = []
+    for j, (name, columns) in enumerate((("regret_curves", CURVE_COLUMNS),
+                                         ("epoch_logs", EPOCH_COLUMNS),
+                                         ("run_summary", RUN_COLUMNS))):
+        parts = [s[j] for s in shards if len(s[j])]
+        if not parts:
+            tables.append(pd.DataFrame(columns=columns))
+            continue
+        tables.append(_in_job_order(pd.concat(parts, ignore_index=True), order, name)
+                      .reset_index(drop=True))
+    return tables[0], tables[1], tables[2]
+
+
+def merge_final_estimates(params: dict[str, Any], *shard_finals: dict[str, Any]
+                          ) -> dict[str, Any]:
+    """Every seed shard's final estimates, keyed ``agent/env/seed_<seed>`` in the order one loop
+    writes them; a key of no run of the parameters (a stale shard) is refused."""
+    p = _params(params)
+    by_key = {key: value for finals in shard_finals for key, value in finals.items()}
+    names = [f"{a}/{e}/seed_{s}" for a, e, s in _jobs(p)]
+    stray = sorted(set(by_key) - set(names))
+    if stray:
+        raise ValueError(f"quantum_rl: final estimates {stray[:3]} match no run of the "
+                         f"parameters; re-run the seed shards")
+    return {key: by_key[key] for key in names if key in by_key}
 
 
 # ------------------------------------------------------------------------------ evaluation

@@ -19,6 +19,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.mdp import TabularMDP
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants, variant_run
 from icml25.pipelines.robust_rl import tabular_study as ts
 from icml25.pipelines.robust_rl.environments import make_env
@@ -150,14 +151,40 @@ def fa_linear(params: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
     return pd.DataFrame(rows), {"enabled": True, **summary}
 
 
-def fa_dqn(params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """Robust DQN at the reduction's discount, DQN at the same discount, robust DQN at 0.99, on
-    the continuing CartPole; each evaluated on the perturbation grid. Off unless enabled."""
+#: the DQN variants, keyed by role (the generic-discount variant's name carries its discount)
+DQN_VARIANTS = ("robust_dqn", "dqn", "robust_dqn_generic")
+_EVAL_COLUMNS = ["variant", "seed", "avg_reward"]
+_HISTORY_COLUMNS = ["variant", "seed", "step"]
+
+
+def _dqn_variants(p: RobustRLParams) -> dict[str, tuple[str, float, float]]:
+    """``{role: (variant name, discount, radius)}``: robust DQN at the reduction's discount, DQN
+    at the same discount, robust DQN at the generic discount."""
+    c = p.fa_dqn
+    gamma = reduction_discount(c.eps, c.H).gamma
+    return {"robust_dqn": ("robust_dqn", gamma, c.radius), "dqn": ("dqn", gamma, 0.0),
+            "robust_dqn_generic": (f"robust_dqn_gamma{c.gamma_generic:g}", c.gamma_generic,
+                                   c.radius)}
+
+
+def fa_dqn(params: dict[str, Any], variant: str = "robust_dqn", shard: int = 0,
+           n_shards: int = 1) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """One DQN variant (``variant``, a key of :data:`DQN_VARIANTS`: robust DQN at the
+    reduction's discount, DQN at the same discount, robust DQN at the generic discount) on the
+    continuing CartPole for the seeds of shard ``shard`` of ``n_shards``
+    (``fa_dqn.seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`), each evaluated
+    on the perturbation grid. Every seed starts from :func:`seed_everything`, so its network and
+    scores do not depend on the shard. Nothing when the DQN study is off or the shard has no
+    seed."""
     p = _params(params)
     c = p.fa_dqn
-    empty = pd.DataFrame(columns=["variant", "seed", "avg_reward"])
-    if not c.enabled:
-        return {}, empty, pd.DataFrame(columns=["variant", "seed", "step"])
+    if variant not in DQN_VARIANTS:
+        raise ValueError(f"robust_rl: unknown DQN variant {variant!r}; expected one of "
+                         f"{list(DQN_VARIANTS)}")
+    seeds = shard_seeds(c.seeds, shard, n_shards)
+    empty = pd.DataFrame(columns=_EVAL_COLUMNS)
+    if not c.enabled or not seeds:
+        return {}, empty, pd.DataFrame(columns=_HISTORY_COLUMNS)
     import torch  # noqa: F401  (only the DQN needs torch)
 
     from icml25.pipelines.robust_rl.robust_dqn import (
@@ -169,30 +196,64 @@ def fa_dqn(params: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame, pd.Dat
 
     set_threads(p.num_threads)
     device = resolve_device(p.device)
-    gamma = reduction_discount(c.eps, c.H).gamma
-    variants = {"robust_dqn": (gamma, c.radius), "dqn": (gamma, 0.0),
-                f"robust_dqn_gamma{c.gamma_generic:g}": (c.gamma_generic, c.radius)}
+    name, g, radius = _dqn_variants(p)[variant]
     grid = perturbation_grid(c.grid.length, c.grid.masspole, c.grid.force, c.grid.action_noise)
     models, evals, history = {}, [], []
-    for variant, (g, radius) in variants.items():
-        for seed in c.seeds:
-            seed_everything(seed)
-            cfg = DQNConfig(steps=c.steps, gamma=g, radius=radius, hidden=tuple(c.hidden),
-                            lr=c.lr, buffer=c.buffer, batch=c.batch,
-                            target_update=c.target_update, learning_starts=c.learning_starts,
-                            explore_fraction=c.explore_fraction)
-            net, hist = train_dqn(cfg, seed, device, progress=p.progress,
-                                  desc=f"{variant} seed {seed}")
-            history += [{"variant": variant, "seed": seed, **h} for h in hist]
-            cells = evaluate_grid(net, grid, c.eval_steps, seed, device, progress=p.progress,
-                                  desc=f"{variant} seed {seed} test grid")
-            evals += [{"variant": variant, "seed": seed, "gamma": g, "radius": radius, **cell}
-                      for cell in cells]
-            models[f"{variant}_seed{seed}"] = {
-                "state_dict": net.state_dict(),
-                "metadata": {"variant": variant, "seed": seed, "gamma": g, "radius": radius,
-                             "hidden": list(c.hidden), "steps": c.steps}}
+    for seed in seeds:
+        seed_everything(seed)
+        cfg = DQNConfig(steps=c.steps, gamma=g, radius=radius, hidden=tuple(c.hidden),
+                        lr=c.lr, buffer=c.buffer, batch=c.batch,
+                        target_update=c.target_update, learning_starts=c.learning_starts,
+                        explore_fraction=c.explore_fraction)
+        net, hist = train_dqn(cfg, seed, device, progress=p.progress,
+                              desc=f"{name} seed {seed}")
+        history += [{"variant": name, "seed": seed, **h} for h in hist]
+        cells = evaluate_grid(net, grid, c.eval_steps, seed, device, progress=p.progress,
+                              desc=f"{name} seed {seed} test grid")
+        evals += [{"variant": name, "seed": seed, "gamma": g, "radius": radius, **cell}
+                  for cell in cells]
+        models[f"{name}_seed{seed}"] = {
+            "state_dict": net.state_dict(),
+            "metadata": {"variant": name, "seed": seed, "gamma": g, "radius": radius,
+                         "hidden": list(c.hidden), "steps": c.steps}}
     return models, pd.DataFrame(evals), pd.DataFrame(history)
+
+
+def merge_dqn(params: dict[str, Any], *shard_tables: pd.DataFrame
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``cartpole_eval`` and ``dqn_history`` from every DQN seed shard's (evals, history), in
+    :data:`DQN_VARIANTS` order, ``len(shards)`` shards per variant, shards in order. Rows come back
+    as one loop over variants and seeds writes them: variant by variant, seed-list order within
+    a variant (shard ``k`` of ``n`` holds ``seeds[k::n]``,
+    :func:`icml25.core.sweep.interleave_shards`)."""
+    p = _params(params)
+    c = p.fa_dqn
+    per_variant, rest = divmod(len(shard_tables), 2 * len(DQN_VARIANTS))
+    if rest or not per_variant:
+        raise ValueError(f"robust_rl: {len(shard_tables)} DQN shard tables do not split into "
+                         f"(evals, history) per shard of {len(DQN_VARIANTS)} variants")
+    if not c.enabled:
+        return pd.DataFrame(columns=_EVAL_COLUMNS), pd.DataFrame(columns=_HISTORY_COLUMNS)
+    names = _dqn_variants(p)
+    merged: tuple[list[pd.DataFrame], list[pd.DataFrame]] = ([], [])
+    for i, role in enumerate(DQN_VARIANTS):
+        tables = shard_tables[2 * per_variant * i:2 * per_variant * (i + 1)]
+        name = names[role][0]
+        for j, what in enumerate(("cartpole_eval", "dqn_history")):
+            shards = tables[j::2]
+            stray = sorted({v for t in shards if len(t) for v in t["variant"]} - {name})
+            if stray:
+                raise ValueError(f"robust_rl: the {role} seed shards hold {what} rows of "
+                                 f"{stray}, not {name!r}; re-run the seed shards")
+            by_seed = interleave_shards([[g for _, g in t.groupby("seed", sort=False)]
+                                         if len(t) else [] for t in shards])
+            found = [int(g["seed"].iloc[0]) for g in by_seed]
+            if found != list(c.seeds):
+                raise ValueError(f"robust_rl: the {role} seed shards hold {what} for seeds "
+                                 f"{found}, params:robust_rl.fa_dqn.seeds is {c.seeds}; re-run "
+                                 f"the seed shards")
+            merged[j].extend(by_seed)
+    return pd.concat(merged[0], ignore_index=True), pd.concat(merged[1], ignore_index=True)
 
 
 # ---------------------------------------------------------------------------- reporting

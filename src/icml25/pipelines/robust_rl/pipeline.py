@@ -2,19 +2,45 @@
 
 environments -> ground truth (robust RVI on the true model) and empirical models (N samples per
 (s, a)) -> policies of the reduction and the baselines -> exact evaluation -> linear-FA study,
-robust DQN (paper config) -> metrics, claims and figures.
+robust DQN (paper config; one node per DQN variant and seed shard, namespace
+``robust_rl.<variant>.shard_<k>``: shard ``k`` of ``n`` trains ``fa_dqn.seeds[k::n]``, see
+:mod:`icml25.core.sweep`; merged back in variant and seed order) -> metrics, claims and figures.
+The DQN seed shards are separate nodes, so a parallel runner spreads them over its workers.
 """
 
 from __future__ import annotations
 
+from functools import partial, update_wrapper
+
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.robust_rl import nodes
 from icml25.pipelines.robust_rl.params import RobustRLParams
 
 PARAMETERS = RobustRLParams
 P = "params:robust_rl"
 NS = "robust_rl"
+
+
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
+
+
+def _dqn_shards(n: int) -> list:
+    """Per DQN variant ``n`` seed-shard nodes, then one merge of every shard's tables."""
+    out, tables = [], []
+    for variant in nodes.DQN_VARIANTS:
+        for k in range(n):
+            shard = f"{NS}.{variant}.shard_{k}"
+            out.append(node(_bind(nodes.fa_dqn, variant=variant, shard=k, n_shards=n), P,
+                            [f"{shard}.dqn_models", f"{shard}.cartpole_eval",
+                             f"{shard}.dqn_history"],
+                            name="fa_dqn", namespace=shard, tags=["training"]))
+            tables += [f"{shard}.cartpole_eval", f"{shard}.dqn_history"]
+    out.append(node(nodes.merge_dqn, [P, *tables], [f"{NS}.cartpole_eval", f"{NS}.dqn_history"],
+                    name="merge_dqn", namespace=NS))
+    return out
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -32,8 +58,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              d + "gaps", name="evaluate_policies", namespace=NS),
         node(nodes.fa_linear, P, [d + "fa_linear_trace", d + "fa_linear_summary"],
              name="fa_linear", namespace=NS),
-        node(nodes.fa_dqn, P, [d + "dqn_models", d + "cartpole_eval", d + "dqn_history"],
-             name="fa_dqn", namespace=NS, tags=["training"]),
+        *_dqn_shards(seed_shards()),
         node(nodes.judge_claims,
              [d + "gaps", d + "truth", d + "fa_linear_trace", d + "fa_linear_summary",
               d + "cartpole_eval", P, "run_info"],

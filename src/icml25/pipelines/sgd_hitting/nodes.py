@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.sgd_hitting import experiments as xp
 from icml25.pipelines.sgd_hitting import monte_carlo as mc
@@ -146,21 +147,30 @@ def _mc_job(params: dict[str, Any], critical_points: pd.DataFrame, name: str, se
         "chain_steps": sample.chain_steps, "seconds": sample.seconds})
 
 
-def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]) -> \
-        pd.DataFrame:
-    """Many SGD chains per (experiment, seed, η): hitting times with censoring flags.
+MC_COLUMNS = ["experiment", "seed", "eta", "chain", "tau", "censored", "stop", "chain_steps",
+              "seconds"]
 
-    Runs are independent (own seed stream each), so ``n_workers`` processes may share them;
-    results do not depend on the number of workers.
+
+def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any],
+                           shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
+    """Many SGD chains per (experiment, seed, η) for the seeds of shard ``shard`` of
+    ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`):
+    hitting times with censoring flags; an empty table when the shard has no seed.
+
+    Runs are independent (own seed stream each, :func:`experiments.run_seed`), so ``n_workers``
+    processes may share them and the seed shards may run anywhere; results do not depend on the
+    number of workers or shards.
     """
     p = _params(params)
     _check_table(critical_points, "critical_points", ["landscape", "id", "x", "f", "kind"])
     names = [n for n, e in p.experiments.items() if e.solver == "mc"]
+    seeds = shard_seeds(p.seeds, shard, n_shards)
     # longest runs (smallest η) first so that workers finish together
-    jobs = sorted(((n, s, k) for n in names for s in p.seeds
+    jobs = sorted(((n, s, k) for n in names for s in seeds
                    for k in range(len(p.experiments[n].etas))),
                   key=lambda j: p.experiments[j[0]].etas[j[2]] * (1 if p.n_workers > 1 else 0))
-    bar = tqdm(total=len(jobs), desc="sgd_hitting Monte Carlo", disable=not p.progress)
+    bar = tqdm(total=len(jobs), desc=f"sgd_hitting Monte Carlo (seed shard {shard})",
+               disable=not p.progress)
     results: dict[tuple[str, int, int], pd.DataFrame] = {}
     if p.n_workers > 1 and len(jobs) > 1:
         ctx = multiprocessing.get_context("fork")
@@ -178,10 +188,39 @@ def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]
             bar.update()
     bar.close()
     if not results:
-        return pd.DataFrame(columns=["experiment", "seed", "eta", "chain", "tau", "censored",
-                                     "stop", "chain_steps", "seconds"])
-    order = [(n, s, k) for n in names for s in p.seeds for k in range(len(p.experiments[n].etas))]
+        return pd.DataFrame(columns=MC_COLUMNS)
+    order = [(n, s, k) for n in names for s in seeds for k in range(len(p.experiments[n].etas))]
     return pd.concat([results[j] for j in order], ignore_index=True)
+
+
+def merge_hitting_times(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataFrame:
+    """The Monte-Carlo table of every seed shard in the order one loop writes it: experiment by
+    experiment, seed-list order within an experiment (shard ``k`` of ``n`` holds ``seeds[k::n]``,
+    :func:`icml25.core.sweep.interleave_shards`), η order within a seed."""
+    p = _params(params)
+    names = [n for n, e in p.experiments.items() if e.solver == "mc"]
+    frames = [f for f in shards if f is not None and not f.empty]
+    if not names:
+        return pd.DataFrame(columns=MC_COLUMNS)
+    for frame in frames:
+        _check_table(frame, "a seed shard of mc_hitting_times", ["experiment", "seed"])
+    stray = sorted({e for f in frames for e in f["experiment"]} - set(names))
+    if stray:
+        raise ValueError(f"sgd_hitting: Monte-Carlo shards hold experiments {stray} that are no "
+                         f"Monte-Carlo experiment of the parameters; re-run the seed shards")
+    pieces: list[pd.DataFrame] = []
+    for name in names:
+        per_shard = [[] if f is None or f.empty else
+                     [g for _, g in f[f["experiment"] == name].groupby("seed", sort=False)]
+                     for f in shards]
+        merged = interleave_shards(per_shard)
+        found = [int(g["seed"].iloc[0]) for g in merged]
+        if found != list(p.seeds):
+            raise ValueError(f"sgd_hitting: the seed shards hold {name!r} chains for seeds "
+                             f"{found}, params:sgd_hitting.seeds is {p.seeds}; re-run the seed "
+                             f"shards")
+        pieces += merged
+    return pd.concat(pieces, ignore_index=True)
 
 
 def exact_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.sparse_iht import evaluation, experiments, plots
 from icml25.pipelines.sparse_iht.params import SparseIHTParams, k_of
@@ -52,9 +53,11 @@ def make_synthetic(params: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_first_order(problems: pd.DataFrame, params: dict[str, Any]) -> tuple[pd.DataFrame,
-                                                                               pd.DataFrame]:
-    """IHT-2SP and the first-order baselines on every synthetic instance.
+def run_first_order(problems: pd.DataFrame, params: dict[str, Any], shard: int = 0,
+                    n_shards: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """IHT-2SP and the first-order baselines on every synthetic instance of the seeds of shard
+    ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
+    two empty tables when the shard has no seed.
 
     The instances are regenerated from their seeds; the stored table must describe exactly the
     same instances (settings, seeds, supports, Γ), so a stale or corrupt table is refused.
@@ -74,33 +77,127 @@ def run_first_order(problems: pd.DataFrame, params: dict[str, Any]) -> tuple[pd.
     if not same:
         raise ValueError("sparse_iht.synthetic_problems does not match the instances the "
                          "parameters generate (stale or corrupt): re-run make_synthetic")
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame(), pd.DataFrame()
     with _threads(p):
-        return experiments.run_synthetic(p.synthetic, p.seeds, p.rtol, p.progress)
+        return experiments.run_synthetic(p.synthetic, seeds, p.rtol, p.progress)
 
 
-def run_exhaustive(params: dict[str, Any]) -> pd.DataFrame:
+def run_exhaustive(params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
+    """The small exhaustive-search instances of the seeds of shard ``shard`` of ``n_shards``."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame()
     with _threads(p):
-        return experiments.run_small_exhaustive(p.small, p.seeds, p.synthetic.k_ratios,
+        return experiments.run_small_exhaustive(p.small, seeds, p.synthetic.k_ratios,
                                                 p.progress)
 
 
-def run_stochastic(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_stochastic(params: dict[str, Any], shard: int = 0,
+                   n_shards: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """HSG-HT-2SP against IHT-2SP for the seeds of shard ``shard`` of ``n_shards`` (each seed
+    draws its mini-batches from its own generator, so a seed's rows do not depend on the shard)."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame(), pd.DataFrame()
     with _threads(p):
-        return experiments.run_stochastic(p.stochastic, p.synthetic, p.seeds, p.progress)
+        return experiments.run_stochastic(p.stochastic, p.synthetic, seeds, p.progress)
 
 
-def run_zeroth_order(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_zeroth_order(params: dict[str, Any], shard: int = 0,
+                     n_shards: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """HZO-HT-2SP and SZOHT for the seeds of shard ``shard`` of ``n_shards`` (random directions
+    from per-seed generators)."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame(), pd.DataFrame()
     with _threads(p):
-        return experiments.run_zeroth_order(p.zeroth_order, p.seeds, p.progress)
+        return experiments.run_zeroth_order(p.zeroth_order, seeds, p.progress)
 
 
-def run_real_data(params: dict[str, Any]) -> pd.DataFrame:
+def run_real_data(params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
+    """The real-data splits of the seeds of shard ``shard`` of ``n_shards``."""
     p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame()
     with _threads(p):
-        return experiments.run_real_data(p.real_data, p.seeds, p.progress)
+        return experiments.run_real_data(p.real_data, seeds, p.progress)
+
+
+def _merge(p: SparseIHTParams, name: str, shards: tuple[pd.DataFrame, ...],
+           settings: list[str] | None) -> pd.DataFrame:
+    """One table from the seed shards' tables, rows in the order one loop over every seed writes
+    them: setting by setting (``settings``; ``None`` for a table without settings), seed-list
+    order within a setting (shard ``k`` of ``n`` holds ``seeds[k::n]``,
+    :func:`icml25.core.sweep.interleave_shards`), each seed's rows as its shard wrote them."""
+    pieces: list[pd.DataFrame] = []
+    for setting in settings or [None]:
+        per_shard = []
+        for frame in shards:
+            if frame is None or frame.empty:
+                per_shard.append([])
+                continue
+            if "seed" not in frame or (setting is not None and "setting" not in frame):
+                raise ValueError(f"sparse_iht.{name}: a seed shard's table lacks the seed or "
+                                 f"setting column; re-run the seed shards")
+            rows = frame if setting is None else frame[frame["setting"] == setting]
+            per_shard.append([group for _, group in rows.groupby("seed", sort=False)])
+        merged = interleave_shards(per_shard)
+        found = [int(group["seed"].iloc[0]) for group in merged]
+        if found != list(p.seeds):
+            where = "" if setting is None else f" (setting {setting})"
+            raise ValueError(f"sparse_iht.{name}: the seed shards hold seeds {found}{where}, "
+                             f"params:sparse_iht.seeds is {p.seeds}; re-run the seed shards")
+        pieces += merged
+    return pd.concat(pieces, ignore_index=True)
+
+
+def _merge_tables(params: dict[str, Any], names: tuple[str, ...], instances: str | None,
+                  shard_tables: tuple) -> tuple[pd.DataFrame, ...]:
+    """``shard_tables``: every shard's tables in shard order, ``len(names)`` per shard;
+    ``instances``: the parameter block whose settings the tables loop over outside the seeds
+    (``synthetic`` or ``small``), ``None`` for tables of seeds only."""
+    p = _params(params)
+    settings = None if instances is None else list(getattr(p, instances).named)
+    if len(shard_tables) % len(names):
+        raise ValueError(f"sparse_iht: {len(shard_tables)} shard tables do not split into "
+                         f"{len(names)} tables per shard")
+    width = len(names)
+    return tuple(_merge(p, name, tuple(shard_tables[i::width]), settings)
+                 for i, name in enumerate(names))
+
+
+def merge_first_order(params: dict[str, Any], *shard_tables: pd.DataFrame
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``fo_results`` and ``fo_traces`` from every shard's (results, traces)."""
+    return _merge_tables(params, ("fo_results", "fo_traces"), "synthetic", shard_tables)
+
+
+def merge_exhaustive(params: dict[str, Any], *shard_tables: pd.DataFrame) -> pd.DataFrame:
+    """``small_results`` from every shard's results."""
+    return _merge_tables(params, ("small_results",), "small", shard_tables)[0]
+
+
+def merge_stochastic(params: dict[str, Any], *shard_tables: pd.DataFrame
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``stoch_results`` and ``stoch_traces`` from every shard's (results, traces)."""
+    return _merge_tables(params, ("stoch_results", "stoch_traces"), None, shard_tables)
+
+
+def merge_zeroth_order(params: dict[str, Any], *shard_tables: pd.DataFrame
+                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``zo_results`` and ``zo_traces`` from every shard's (results, traces)."""
+    return _merge_tables(params, ("zo_results", "zo_traces"), None, shard_tables)
+
+
+def merge_real_data(params: dict[str, Any], *shard_tables: pd.DataFrame) -> pd.DataFrame:
+    """``real_results`` from every shard's results."""
+    return _merge_tables(params, ("real_results",), None, shard_tables)[0]
 
 
 def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,

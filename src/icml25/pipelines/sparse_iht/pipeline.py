@@ -1,13 +1,20 @@
 """Wiring of the sparse_iht pipeline (spec ``sparse_iht.md``, "Kedro pipeline sketch").
 
-generated instances -> first-order methods and baselines, exhaustive small instances,
-stochastic and zeroth-order variants -> metrics and claims -> figures.
+generated instances -> each experiment (first-order methods and baselines, exhaustive small
+instances, stochastic and zeroth-order variants, real data) as one node per seed shard
+(namespace ``sparse_iht.<experiment>.shard_<k>``; shard ``k`` of ``n`` runs ``seeds[k::n]``, see
+:mod:`icml25.core.sweep`) -> one merge per experiment back into its tables in seed order ->
+metrics and claims -> figures. The seed shards are separate nodes, so a parallel runner spreads
+them over its workers.
 """
 
 from __future__ import annotations
 
+from functools import partial, update_wrapper
+
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.sparse_iht import nodes
 from icml25.pipelines.sparse_iht.params import SparseIHTParams
 
@@ -15,22 +22,47 @@ PARAMETERS = SparseIHTParams
 P = "params:sparse_iht"
 NS = "sparse_iht"
 
+#: experiment -> (shard node function, its extra inputs, its tables, merge node function,
+#: the merged tables the rest of the pipeline reads)
+EXPERIMENTS = {
+    "first_order": (nodes.run_first_order, ["sparse_iht.synthetic_problems"],
+                    ("results", "traces"), nodes.merge_first_order,
+                    ["sparse_iht.fo_results", "sparse_iht.fo_traces"]),
+    "exhaustive": (nodes.run_exhaustive, [], ("results",), nodes.merge_exhaustive,
+                   "sparse_iht.small_results"),
+    "stochastic": (nodes.run_stochastic, [], ("results", "traces"), nodes.merge_stochastic,
+                   ["sparse_iht.stoch_results", "sparse_iht.stoch_traces"]),
+    "zeroth_order": (nodes.run_zeroth_order, [], ("results", "traces"),
+                     nodes.merge_zeroth_order,
+                     ["sparse_iht.zo_results", "sparse_iht.zo_traces"]),
+    "real_data": (nodes.run_real_data, [], ("results",), nodes.merge_real_data,
+                  "sparse_iht.real_results"),
+}
+
+
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
+
+
+def _fan_out(n: int) -> list:
+    out = []
+    for name, (run, inputs, tables, merge, merged) in EXPERIMENTS.items():
+        shards = [f"sparse_iht.{name}.shard_{k}" for k in range(n)]
+        for k, shard in enumerate(shards):
+            outputs = [f"{shard}.{t}" for t in tables]
+            out.append(node(_bind(run, shard=k, n_shards=n), [*inputs, P],
+                            outputs if len(outputs) > 1 else outputs[0],
+                            name=f"run_{name}", namespace=shard, tags=["training"]))
+        out.append(node(merge, [P, *(f"{s}.{t}" for s in shards for t in tables)], merged,
+                        name=f"merge_{name}", namespace=NS))
+    return out
+
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline([
         node(nodes.make_synthetic, P, "sparse_iht.synthetic_problems", name="make_synthetic",
              namespace=NS),
-        node(nodes.run_first_order, ["sparse_iht.synthetic_problems", P],
-             ["sparse_iht.fo_results", "sparse_iht.fo_traces"], name="run_first_order",
-             namespace=NS),
-        node(nodes.run_exhaustive, P, "sparse_iht.small_results", name="run_exhaustive",
-             namespace=NS),
-        node(nodes.run_stochastic, P, ["sparse_iht.stoch_results", "sparse_iht.stoch_traces"],
-             name="run_stochastic", namespace=NS),
-        node(nodes.run_zeroth_order, P, ["sparse_iht.zo_results", "sparse_iht.zo_traces"],
-             name="run_zeroth_order", namespace=NS),
-        node(nodes.run_real_data, P, "sparse_iht.real_results", name="run_real_data",
-             namespace=NS),
+        *_fan_out(seed_shards()),
         node(nodes.judge_claims,
              ["sparse_iht.fo_results", "sparse_iht.small_results", "sparse_iht.stoch_results",
               "sparse_iht.zo_results", "sparse_iht.real_results", P, "run_info"],

@@ -20,6 +20,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.steerable.builders import (
     architecture,
@@ -111,8 +112,13 @@ def _fit_config(p: SteerableParams, variant: str) -> FitConfig:
 
 
 def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
-                  variant: str) -> dict[str, Any]:
-    """Train ``variant`` once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``."""
+                  variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """Train ``variant`` once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``.
+
+    Only the seeds of shard ``shard`` of ``n_shards`` (each protocol's
+    ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
+    every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
+    """
     p = _params(params)
     set_threads(p.num_threads)
     device = resolve_device(p.device)
@@ -122,7 +128,7 @@ def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
     for protocol in p.protocols_of(variant):
         x_tr, y_tr = protocol_data(splits, protocol, "train")
         x_va, y_va = protocol_data(splits, protocol, "val")
-        for seed in p.seeds_of(variant, protocol):
+        for seed in shard_seeds(p.seeds_of(variant, protocol), shard, n_shards):
             seed_everything(seed)
             net = build_network(arch)
             result = fit_classifier(net, x_tr, y_tr, x_va, y_va, cfg, seed, progress=p.progress,
@@ -202,8 +208,13 @@ def _check_splits_3d(splits: dict[str, np.ndarray], grid: int) -> None:
 
 
 def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
-                     variant: str) -> dict[str, Any]:
-    """Train a 3D variant once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``."""
+                     variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """Train a 3D variant once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``.
+
+    Only the seeds of shard ``shard`` of ``n_shards`` (each protocol's
+    ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
+    every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
+    """
     p = _params(params)
     set_threads(p.num_threads)
     _check_splits_3d(splits, p.data3d.grid)
@@ -218,7 +229,7 @@ def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
     for protocol in p.protocols_3d:
         x_tr, y_tr = voxel_protocol_data(splits, protocol, "train")
         x_va, y_va = voxel_protocol_data(splits, protocol, "val")
-        for seed in p.seeds_of(variant, protocol):
+        for seed in shard_seeds(p.seeds_of(variant, protocol), shard, n_shards):
             seed_everything(seed)
             net = build_network_3d(arch)
             result = fit_classifier(net, x_tr, y_tr, x_va, y_va, cfg, seed, progress=p.progress,
@@ -274,6 +285,48 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
         rows += [{"variant": variant, "protocol": meta["protocol"], "seed": int(meta["seed"]),
                   "metric": k, "value": float(v)} for k, v in values.items()]
     return pd.DataFrame(rows)
+
+
+def merge_scores(params: dict[str, Any], *shard_scores: pd.DataFrame,
+                 variant: str) -> pd.DataFrame:
+    """One variant's score table from its seed shards, models in the order one evaluate node
+    over all of the variant's models takes them (by key ``<protocol>_seed<s>``, sorted), each
+    model's rows as its shard wrote them. Shard ``k`` of ``n`` must hold each protocol's
+    ``seeds[k::n]`` (:func:`icml25.core.sweep.interleave_shards`)."""
+    p = _params(params)
+    tables = [t for t in shard_scores if t is not None and len(t)]
+    stray = sorted({v for t in tables for v in t["variant"]} - {variant})
+    if stray:
+        raise ValueError(f"steerable: the {variant} seed shards hold scores of {stray}; re-run "
+                         f"the seed shards")
+    protocols = (list(p.protocols_3d) if variant.endswith("_3d")
+                 else list(p.protocols_of(variant)))
+    found_protocols = sorted({pr for t in tables for pr in t["protocol"]} - set(protocols))
+    if found_protocols:
+        raise ValueError(f"steerable: the {variant} seed shards hold protocols "
+                         f"{found_protocols} the parameters do not run; re-run the seed shards")
+    by_key: dict[str, pd.DataFrame] = {}
+    for protocol in protocols:
+        seeds = list(p.seeds_of(variant, protocol))
+        position = {seed: i for i, seed in enumerate(seeds)}
+        per_shard = []
+        for t in shard_scores:
+            rows = t[t["protocol"] == protocol] if t is not None and len(t) else pd.DataFrame()
+            groups = [g for _, g in rows.groupby("seed", sort=False)] if len(rows) else []
+            unknown = sorted({int(g["seed"].iloc[0]) for g in groups} - set(position))
+            if unknown:
+                raise ValueError(f"steerable: the {variant} seed shards hold {protocol} seeds "
+                                 f"{unknown} the parameters do not run; re-run the seed shards")
+            per_shard.append(sorted(groups, key=lambda g: position[int(g["seed"].iloc[0])]))
+        merged = interleave_shards(per_shard)
+        found = [int(g["seed"].iloc[0]) for g in merged]
+        if found != seeds:
+            raise ValueError(f"steerable: the {variant} seed shards hold {protocol} seeds "
+                             f"{found}, the parameters give {seeds}; re-run the seed shards")
+        by_key |= {f"{protocol}_seed{seed}": g for seed, g in zip(found, merged, strict=True)}
+    if not by_key:
+        return pd.DataFrame()
+    return pd.concat([by_key[key] for key in sorted(by_key)], ignore_index=True)
 
 
 # ---------------------------------------------------------------------------- reporting

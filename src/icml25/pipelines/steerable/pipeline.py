@@ -1,8 +1,11 @@
 """Wiring of the steerable pipeline (spec ``steerable.md``, "Kedro pipeline sketch").
 
-MNIST subset -> rotated splits -> one train + evaluate node pair per 2D variant (namespace
-``steerable.<variant>``; protocols and seeds loop inside); synthetic voxel shapes -> one pair per
-3D variant (``steerable.<variant>_3d``) -> metrics, claims and figures.
+MNIST subset -> rotated splits -> one train + evaluate node pair per 2D variant and seed shard
+(namespace ``steerable.<variant>.shard_<k>``; protocols loop inside, shard ``k`` of ``n`` trains
+each protocol's ``seeds[k::n]``, see :mod:`icml25.core.sweep`); synthetic voxel shapes -> the
+same per 3D variant (``steerable.<variant>_3d.shard_<k>``) -> each variant's shard scores merged
+(``steerable.<variant>.merge_scores``) -> metrics, claims and figures. The seed shards are
+separate nodes, so a parallel runner spreads them over its workers.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
+from icml25.core.sweep import seed_shards
 from icml25.pipelines.steerable import nodes
 from icml25.pipelines.steerable.params import VARIANTS, VARIANTS_3D, SteerableParams
 
@@ -18,31 +22,28 @@ PARAMETERS = SteerableParams
 P = "params:steerable"
 
 
-def _for_variant(func, variant: str):
-    bound = partial(func, variant=variant)
-    return update_wrapper(bound, func)
+def _bind(func, **kwargs):
+    return update_wrapper(partial(func, **kwargs), func)
 
 
-def _variant_nodes(variant: str) -> list:
-    ns = f"steerable.{variant}"
-    return [
-        node(_for_variant(nodes.train_variant, variant), inputs=["steerable.splits_2d", P],
-             outputs=f"{ns}.models", name="train", namespace=ns, tags=["training"]),
-        node(_for_variant(nodes.evaluate_variant, variant),
-             inputs=[f"{ns}.models", "steerable.splits_2d", P], outputs=f"{ns}.scores",
-             name="evaluate", namespace=ns),
-    ]
-
-
-def _variant_nodes_3d(variant: str) -> list:
-    ns = f"steerable.{variant}"
-    return [
-        node(_for_variant(nodes.train_variant_3d, variant), inputs=["steerable.splits_3d", P],
-             outputs=f"{ns}.models", name="train", namespace=ns, tags=["training"]),
-        node(_for_variant(nodes.evaluate_variant_3d, variant),
-             inputs=[f"{ns}.models", "steerable.splits_3d", P], outputs=f"{ns}.scores",
-             name="evaluate", namespace=ns),
-    ]
+def _variant_nodes(variant: str, n_shards: int, train, evaluate, splits: str) -> list:
+    """Per seed shard a train + evaluate pair (namespace ``steerable.<variant>.shard_<k>``),
+    then the merge of the shards' scores into the variant's table."""
+    out = []
+    for k in range(n_shards):
+        ns = f"steerable.{variant}.shard_{k}"
+        out += [
+            node(_bind(train, variant=variant, shard=k, n_shards=n_shards), inputs=[splits, P],
+                 outputs=f"{ns}.models", name="train", namespace=ns, tags=["training"]),
+            node(_bind(evaluate, variant=variant), inputs=[f"{ns}.models", splits, P],
+                 outputs=f"{ns}.scores", name="evaluate", namespace=ns),
+        ]
+    out.append(node(_bind(nodes.merge_scores, variant=variant),
+                    inputs=[P, *(f"steerable.{variant}.shard_{k}.scores"
+                                 for k in range(n_shards))],
+                    outputs=f"steerable.{variant}.scores", name="merge_scores",
+                    namespace=f"steerable.{variant}"))
+    return out
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -54,8 +55,11 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.make_voxel_shapes, P, "steerable.splits_3d", name="make_voxel_shapes",
              namespace=ns),
     ]
-    variants = [n for v in VARIANTS for n in _variant_nodes(v)]
-    variants += [n for v in VARIANTS_3D for n in _variant_nodes_3d(v)]
+    n_shards = seed_shards()
+    variants = [n for v in VARIANTS for n in _variant_nodes(
+        v, n_shards, nodes.train_variant, nodes.evaluate_variant, "steerable.splits_2d")]
+    variants += [n for v in VARIANTS_3D for n in _variant_nodes(
+        v, n_shards, nodes.train_variant_3d, nodes.evaluate_variant_3d, "steerable.splits_3d")]
     scores = [f"steerable.{v}.scores" for v in VARIANTS]
     scores_3d = [f"steerable.{v}.scores" for v in VARIANTS_3D]
     report = [

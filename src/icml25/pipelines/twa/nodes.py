@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
+from icml25.core.sweep import interleave_shards, shard_seeds
 from icml25.core.tracking import log_metrics, log_variants
 from icml25.pipelines.twa.annotator import (
     MQM_WEIGHTS,
@@ -296,74 +297,84 @@ def _reference_examples(corpus: pd.DataFrame, vocab: Vocab) -> list[Example]:
     return [Example(vocab.encode(s), vocab.encode(r), [], 0.0) for s, r in _split(corpus, "ft")]
 
 
-def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
-                annotated: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
-    """Finetune every method from the base model and evaluate it (spec "Baselines").
+class _Methods:
+    """What every step of the method study shares: the examples, the evaluation sets, the base
+    model, and finetuning / evaluation of one model (spec "Baselines")."""
+
+    def __init__(self, lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
+                 annotated: pd.DataFrame, p: TwaParams) -> None:
+        self.p = p
+        self.lex = Lexicon.from_json(lexicon)
+        self.vocab = Vocab(self.lex.vocabulary())
+        weights = p.loss.weights.model_dump()
+        examples, wrong = build_examples(annotated, self.vocab, weights, p.loss.omission_spans)
+        flipped, _ = build_examples(annotated, self.vocab, weights, _other_omission(p))
+        refs = _reference_examples(corpus, self.vocab)
+        self.data = {"ann": examples, "refs": refs, "ann+refs": examples + refs,
+                     "ann_flip": flipped}
+        self.base = _model(systems, "base")
+        sets = {name: _split(corpus, name) for name in ("dev", "test", "test_hard")}
+        self.sets = {k: v for k, v in sets.items() if v}
+        diag_idx = [i for i, e in enumerate(examples) if e.spans][:500]
+        self.diag_ex = [examples[i] for i in diag_idx]
+        self.diag_wrong = [wrong[i] for i in diag_idx]
+        self.bar = None
+
+    def decode_eval(self, model: Seq2Seq, name: str) -> tuple[dict[str, float], np.ndarray]:
+        p, pairs = self.p, self.sets[name]
+        hyps = greedy_translate(model, [self.vocab.encode(s) for s, _ in pairs], p.eval.batch,
+                                max_new=p.model.max_len - 1)
+        return evaluate_outputs([self.vocab.decode(h) for h in hyps], [r for _, r in pairs],
+                                self.lex, p.annotator.max_errors)
+
+    def dev_mqm(self, model: Seq2Seq) -> float:
+        return self.decode_eval(model, "dev")[0]["oracle_mqm"]
+
+    def evaluate(self, model: Seq2Seq) -> tuple[dict[str, float], np.ndarray]:
+        out: dict[str, float] = {}
+        seg = np.zeros(0)
+        for name in self.sets:
+            metrics, segs = self.decode_eval(model, name)
+            out |= {f"{name}_{k}": v for k, v in metrics.items()}
+            if name == "test":
+                seg = segs
+        out |= within_span_change(model, self.base, self.diag_ex, self.diag_wrong, self.vocab)
+        return out, seg
+
+    def train(self, name: str, kind: str, method: MethodConfig, lr: float, seed: int
+              ) -> tuple[Seq2Seq, dict]:
+        f = self.p.finetune
+        model, info = finetune(self.base, method, self.data[kind], self.vocab, steps=f.steps,
+                               batch=f.batch, lr=lr, warmup=f.warmup, seed=seed,
+                               max_pairs_per_source=self.p.dpo.max_pairs_per_source,
+                               progress=False, desc=name, dev_score=self.dev_mqm,
+                               eval_every=f.eval_every)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(seed=seed, method=name, lr=lr)
+        return model, info
+
+
+def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
+                   annotated: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Tune every method on the first seed (spec "Baselines"), upstream of the seed shards.
 
     Selection on dev oracle MQM only, as the paper tuned every method: on the first seed each
     variant's grid (lr x beta for DPO; lr for the others; lambda_UL is a variant of its own) is
     searched, and every run keeps its dev-best checkpoint (scored every ``eval_every`` steps).
-    ``twa`` is the best lambda_UL variant, ``dpo`` the best SFT-weight variant. The remaining
-    seeds rerun each variant at its selected hyperparameters (again with its dev-best
-    checkpoint). Seeds vary the finetuning (batch order, dropout); data, base model and the
-    other systems come from ``twa.seed``.
+    ``twa`` is the best lambda_UL variant, ``dpo`` the best SFT-weight variant. The selected
+    runs are the first seed's models, so they are evaluated here (no seed is trained twice);
+    :func:`run_method_seeds` reruns the other seeds at the selected hyperparameters.
     """
     p = _params(params)
     set_threads(p.num_threads)
-    lex = Lexicon.from_json(lexicon)
-    vocab = Vocab(lex.vocabulary())
-    weights = p.loss.weights.model_dump()
-    examples, wrong = build_examples(annotated, vocab, weights, p.loss.omission_spans)
-    flipped, _ = build_examples(annotated, vocab, weights, _other_omission(p))
-    refs = _reference_examples(corpus, vocab)
-    data = {"ann": examples, "refs": refs, "ann+refs": examples + refs, "ann_flip": flipped}
-    base = _model(systems, "base")
-    sets = {name: _split(corpus, name) for name in ("dev", "test", "test_hard")}
-    sets = {k: v for k, v in sets.items() if v}
-    diag_idx = [i for i, e in enumerate(examples) if e.spans][:500]
-    diag_ex = [examples[i] for i in diag_idx]
-    diag_wrong = [wrong[i] for i in diag_idx]
-
-    def decode_eval(model: Seq2Seq, name: str) -> tuple[dict[str, float], np.ndarray]:
-        pairs = sets[name]
-        hyps = greedy_translate(model, [vocab.encode(s) for s, _ in pairs], p.eval.batch,
-                                max_new=p.model.max_len - 1)
-        return evaluate_outputs([vocab.decode(h) for h in hyps], [r for _, r in pairs], lex,
-                                p.annotator.max_errors)
-
-    def dev_mqm(model: Seq2Seq) -> float:
-        return decode_eval(model, "dev")[0]["oracle_mqm"]
-
-    def evaluate(model: Seq2Seq) -> tuple[dict[str, float], np.ndarray]:
-        out: dict[str, float] = {}
-        seg = np.zeros(0)
-        for name in sets:
-            metrics, segs = decode_eval(model, name)
-            out |= {f"{name}_{k}": v for k, v in metrics.items()}
-            if name == "test":
-                seg = segs
-        out |= within_span_change(model, base, diag_ex, diag_wrong, vocab)
-        return out, seg
-
+    m = _Methods(lexicon, corpus, systems, annotated, p)
     f = p.finetune
     families = _families(p)
     n_grid = sum(len(g) for _, _, g in families) * len(f.lr)
     n_abl = len(_ablations(p, p.loss.ul_scale[0]))
-    total = n_grid + n_abl + (len(p.seeds) - 1) * (len(families) + n_abl)
-    bar = tqdm(total=total, desc="twa finetune methods", disable=not p.progress)
-
-    def train(name: str, kind: str, method: MethodConfig, lr: float, seed: int
-              ) -> tuple[Seq2Seq, dict]:
-        model, info = finetune(base, method, data[kind], vocab, steps=f.steps, batch=f.batch,
-                               lr=lr, warmup=f.warmup, seed=seed,
-                               max_pairs_per_source=p.dpo.max_pairs_per_source,
-                               progress=False, desc=name, dev_score=dev_mqm,
-                               eval_every=f.eval_every)
-        bar.update(1)
-        bar.set_postfix(seed=seed, method=name, lr=lr)
-        return model, info
-
-    # ---- tuning on the first seed: every grid point, dev-best checkpoint each
+    m.bar = tqdm(total=n_grid + n_abl, desc="twa finetune methods (selection, first seed)",
+                 disable=not p.progress)
     seed0 = p.seeds[0]
     seed_everything(seed0)
     chosen: dict[str, dict[str, Any]] = {}  # name -> kind, method, lr, label, dev, step
@@ -372,7 +383,7 @@ def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str
     for name, kind, grid in families:
         for label, method in grid:
             for lr in f.lr:
-                model, info = train(name, kind, method, lr, seed0)
+                model, info = m.train(name, kind, method, lr, seed0)
                 grid_log.append({"variant": name, "hparams": label, "lr": lr,
                                  "dev_oracle_mqm": info["best_dev"],
                                  "best_step": info["best_step"], "dev_curve": info["dev_curve"]})
@@ -382,30 +393,79 @@ def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str
                     models0[name] = model
     lam = min(p.loss.ul_scale, key=lambda v: chosen[f"twa_l{v:g}"]["dev"])
     dpo_w = min(p.dpo.sft_weight, key=lambda v: chosen[f"dpo_sft{v:g}"]["dev"])
-    ablations = _ablations(p, lam)
-    for name, kind, method, like in ablations:
+    for name, kind, method, like in _ablations(p, lam):
         lr = chosen[like]["lr"]
-        model, info = train(name, kind, method, lr, seed0)
+        model, info = m.train(name, kind, method, lr, seed0)
         grid_log.append({"variant": name, "hparams": f"lr of {like}", "lr": lr,
                          "dev_oracle_mqm": info["best_dev"], "best_step": info["best_step"],
                          "dev_curve": info["dev_curve"]})
         chosen[name] = {"kind": kind, "method": method, "lr": lr, "hparams": f"lr of {like}",
                         "dev": info["best_dev"], "step": info["best_step"]}
         models0[name] = model
+    m.bar.close()
+    base_metrics, base_seg = m.evaluate(m.base)
+    seed_everything(seed0)
+    first = {name: m.evaluate(models0.pop(name)) for name in chosen}
+    return {"chosen": chosen, "ul_scale": lam, "sft_weight": dpo_w, "grid": grid_log,
+            "base": (base_metrics, base_seg), "seeds": {seed0: first},
+            "base_info": systems["metadata"]["base"], "others": systems["metadata"]["others"]}
 
-    # ---- every seed: the selected configuration, evaluated on dev / test / test-hard
+
+def run_method_seeds(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
+                     annotated: pd.DataFrame, selection: dict[str, Any],
+                     params: dict[str, Any], shard: int = 0, n_shards: int = 1
+                     ) -> dict[int, dict[str, Any]]:
+    """Every selected configuration finetuned and evaluated for the seeds of shard ``shard`` of
+    ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`):
+    ``{seed: {variant: (metrics, test segments)}}``. The first seed's runs are the selection's
+    (:func:`select_methods`); every other seed starts from :func:`seed_everything` and trains
+    the variants in selection order, as one loop over the seeds would. Seeds vary the
+    finetuning (batch order, dropout); data, base model and the other systems come from
+    ``twa.seed``."""
+    p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    first = selection["seeds"]
+    out: dict[int, dict[str, Any]] = {s: first[s] for s in seeds if s in first}
+    todo = [s for s in seeds if s not in first]
+    if not todo:
+        return out
+    set_threads(p.num_threads)
+    m = _Methods(lexicon, corpus, systems, annotated, p)
+    chosen = selection["chosen"]
+    m.bar = tqdm(total=len(todo) * len(chosen), desc=f"twa finetune methods (seed shard {shard})",
+                 disable=not p.progress)
+    for seed in todo:
+        seed_everything(seed)
+        results = {}
+        for name, cfg in chosen.items():
+            model, _ = m.train(name, cfg["kind"], cfg["method"], cfg["lr"], seed)
+            results[name] = m.evaluate(model)
+        out[seed] = results
+    m.bar.close()
+    return {s: out[s] for s in seeds}
+
+
+def merge_methods(selection: dict[str, Any], params: dict[str, Any],
+                  *shard_results: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The method study's results from the selection and every seed shard: per variant the
+    per-seed metrics in seed-list order (shard ``k`` of ``n`` holds ``seeds[k::n]``,
+    :func:`icml25.core.sweep.interleave_shards`), the paired permutation p-value against TWA,
+    the test segments, the selected hyperparameters and the selection grid."""
+    p = _params(params)
+    per_seed = interleave_shards([list(r.items()) for r in shard_results])
+    found = [int(seed) for seed, _ in per_seed]
+    if found != list(p.seeds):
+        raise ValueError(f"twa: the seed shards hold seeds {found}, params:twa.seeds is "
+                         f"{p.seeds}; re-run the seed shards")
+    chosen = selection["chosen"]
+    lam, dpo_w = selection["ul_scale"], selection["sft_weight"]
     variants: dict[str, dict[str, list[float]]] = {}
     segments: dict[str, list[list[float]]] = {}
-    base_metrics, base_seg = evaluate(base)
-    for pos, seed in enumerate(p.seeds):
-        seed_everything(seed)
-        results = {"base": (base_metrics, base_seg)}
-        for name, cfg in chosen.items():
-            if pos == 0:
-                model = models0.pop(name)
-            else:
-                model, _ = train(name, cfg["kind"], cfg["method"], cfg["lr"], seed)
-            results[name] = evaluate(model)
+    for seed, runs in per_seed:
+        if list(runs) != list(chosen):
+            raise ValueError(f"twa: seed {seed}'s runs are {list(runs)}, the selection chose "
+                             f"{list(chosen)}; re-run the seed shards")
+        results = {"base": selection["base"], **runs}
         results["twa"] = results[f"twa_l{lam:g}"]
         results["dpo"] = results[f"dpo_sft{dpo_w:g}"]
         twa_seg = results["twa"][1]
@@ -415,15 +475,14 @@ def run_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str
                 store.setdefault(k, []).append(float(v))
             store.setdefault("test_p_vs_twa", []).append(
                 paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
-            segments.setdefault(name, []).append(seg.tolist())
-    bar.close()
+            segments.setdefault(name, []).append(np.asarray(seg).tolist())
     selected = {name: {"lr": c["lr"], "hparams": c["hparams"], "dev_oracle_mqm": c["dev"],
                        "best_step": c["step"]} for name, c in chosen.items()}
     selected |= {"twa": {"ul_scale": lam, "variant": f"twa_l{lam:g}"},
                  "dpo": {"sft_weight": dpo_w, "variant": f"dpo_sft{dpo_w:g}"}}
     return {"variants": variants, "segments": segments, "selected": selected,
-            "grid": grid_log, "base_info": systems["metadata"]["base"],
-            "others": systems["metadata"]["others"]}
+            "grid": selection["grid"], "base_info": selection["base_info"],
+            "others": selection["others"]}
 
 
 # ------------------------------------------------------------------------------ reporting

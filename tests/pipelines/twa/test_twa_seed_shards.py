@@ -1,0 +1,66 @@
+"""The merge of twa's seed shards (``seeds[k::n]``, the first seed's runs taken from the
+selection) back into the results one loop over seeds writes, and the refusal of shards of
+another seed list or selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from icml25.core.sweep import shard_seeds
+from icml25.pipelines.twa import nodes
+
+ROOT = Path(__file__).resolve().parents[3]
+SEEDS = [7, 3, 11, 0, 5]
+PARAMS = yaml.safe_load((ROOT / "conf/base/parameters_twa.yml").read_text())["twa"] | {
+    "seeds": SEEDS}
+CHOSEN = ["twa_l1", "dpo_sft0.5", "sft_all"]
+
+
+def _run(seed: int, name: str) -> tuple[dict[str, float], np.ndarray]:
+    return {"test_oracle_mqm": float(seed + CHOSEN.index(name))}, np.arange(4.0) + seed
+
+
+def _selection() -> dict:
+    runs = {s: {name: _run(s, name) for name in CHOSEN} for s in SEEDS[:1]}
+    chosen = {name: {"lr": 1e-3, "hparams": "-", "dev": 1.0, "step": 2} for name in CHOSEN}
+    return {"chosen": chosen, "ul_scale": 1.0, "sft_weight": 0.5, "grid": [],
+            "base": ({"test_oracle_mqm": 9.0}, np.zeros(4)), "seeds": runs,
+            "base_info": {}, "others": {}}
+
+
+def _shards(n: int) -> list[dict]:
+    return [{s: {name: _run(s, name) for name in CHOSEN} for s in shard_seeds(SEEDS, k, n)}
+            for k in range(n)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
+def test_results_come_back_in_seed_list_order(n):
+    results = nodes.merge_methods(_selection(), PARAMS, *_shards(n))
+    assert list(results["variants"]) == ["base", *CHOSEN, "twa", "dpo"]
+    assert results["variants"]["sft_all"]["test_oracle_mqm"] == [s + 2.0 for s in SEEDS]
+    assert results["variants"]["twa"] == results["variants"]["twa_l1"]
+    assert results["segments"]["dpo_sft0.5"] == [list(np.arange(4.0) + s) for s in SEEDS]
+    assert results["selected"]["twa"] == {"ul_scale": 1.0, "variant": "twa_l1"}
+
+
+def test_shards_of_another_seed_list_or_selection_are_refused():
+    shards = _shards(2)
+    with pytest.raises(ValueError, match="do not split a seed list"):
+        nodes.merge_methods(_selection(), PARAMS, shards[1], shards[0])
+    with pytest.raises(ValueError, match=r"seeds \[7, 3, 11, 0, 5\], params:twa.seeds is"):
+        nodes.merge_methods(_selection(), PARAMS | {"seeds": [7, 3, 11, 0, 6]}, *shards)
+    shards[1][3].pop("sft_all")
+    with pytest.raises(ValueError, match="seed 3's runs are"):
+        nodes.merge_methods(_selection(), PARAMS, *shards)
+
+
+def test_the_first_seed_is_never_trained_twice_and_an_empty_shard_trains_nothing():
+    selection = _selection()
+    # shard 0 of 5 holds the first seed alone: its runs are the selection's, nothing is built
+    assert nodes.run_method_seeds({}, None, {}, None, selection, PARAMS, 0, 5) == {
+        7: selection["seeds"][7]}
+    assert nodes.run_method_seeds({}, None, {}, None, selection, PARAMS, 5, 6) == {}
