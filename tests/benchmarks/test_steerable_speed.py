@@ -40,12 +40,9 @@ def _params(env: str) -> SteerableParams:
     return SteerableParams.model_validate(tree)
 
 
-def _train_step(variant: str, env: str, device: torch.device):
-    torch.manual_seed(0)
-    net = build_network(architecture(_params(env), variant)).to(device)
+def _step(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device):
+    """One Adam step of ``net`` on the fixed batch ``(x, y)``, as a benchmarkable callable."""
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x = torch.rand(BATCH, 1, 28, 28, device=device)
-    y = torch.randint(0, 10, (BATCH,), device=device)
 
     def step() -> float:
         opt.zero_grad()
@@ -57,6 +54,14 @@ def _train_step(variant: str, env: str, device: torch.device):
         return loss.item()
 
     return step
+
+
+def _train_step(variant: str, env: str, device: torch.device):
+    torch.manual_seed(0)
+    net = build_network(architecture(_params(env), variant)).to(device)
+    x = torch.rand(BATCH, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (BATCH,), device=device)
+    return _step(net, x, y, device)
 
 
 @pytest.mark.benchmark(group="train-step-default")
@@ -87,21 +92,10 @@ def _train_step_3d(variant: str, env: str, device: torch.device, batch: int):
     torch.manual_seed(0)
     p = _params(env)
     net = build_network_3d(architecture_3d(p, variant)).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     g = p.data3d.grid
     x = torch.rand(batch, 1, g, g, g, device=device)
     y = torch.randint(0, 8, (batch,), device=device)
-
-    def step() -> float:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return loss.item()
-
-    return step
+    return _step(net, x, y, device)
 
 
 @pytest.mark.benchmark(group="train-step-3d-default")

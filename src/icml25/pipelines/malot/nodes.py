@@ -497,6 +497,24 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
     return report, claims
 
 
+def _accuracy_curves(ax: Any, metrics: dict[str, Any], series: list[tuple[str, str]],
+                     gens: list[int], title: str, legend_size: int,
+                     optional: bool = False) -> None:
+    """Cumulative accuracy against generations (seed mean ± std) of each ``(variant, label)``
+    in ``series``; with ``optional``, variants the run did not measure are left out."""
+    for variant, label in series:
+        vals = metrics["metrics"].get(variant) if optional else metrics["metrics"][variant]
+        if optional and not vals:
+            continue
+        mean = [vals[f"acc_minilean_round{r}"] for r in range(len(gens))]
+        std = [vals.get(f"acc_minilean_round{r}_std", 0.0) or 0.0 for r in range(len(gens))]
+        ax.errorbar(gens, mean, yerr=std, marker="o", capsize=3, label=label)
+    ax.set_xlabel("generations per theorem")
+    ax.set_ylabel("cumulative accuracy (MiniLean)")
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
+
+
 def plot_results(metrics: dict[str, Any], attempts: pd.DataFrame,
                  params: dict[str, Any]) -> dict[str, Any]:
     """Table 2's curve (cumulative accuracy against generations) and the error histogram."""
@@ -507,29 +525,13 @@ def plot_results(metrics: dict[str, Any], attempts: pd.DataFrame,
     b = p.budget
     gens = [b.x + r * b.y for r in range(b.rounds + 1)]
     fig, ax = plt.subplots(figsize=(5, 3.4))
-    for variant, label in (("ma_lot", f"MA-LoT ({b.x} + {b.rounds}×{b.y})"),
-                           ("whole_proof", "whole-proof pass@n")):
-        vals = metrics["metrics"][variant]
-        mean = [vals[f"acc_minilean_round{r}"] for r in range(b.rounds + 1)]
-        std = [vals.get(f"acc_minilean_round{r}_std", 0.0) or 0.0 for r in range(b.rounds + 1)]
-        ax.errorbar(gens, mean, yerr=std, marker="o", capsize=3, label=label)
-    ax.set_xlabel("generations per theorem")
-    ax.set_ylabel("cumulative accuracy (MiniLean)")
-    ax.set_title("malot — synthetic held-out theorems")
-    ax.legend(fontsize=8)
+    _accuracy_curves(ax, metrics, [("ma_lot", f"MA-LoT ({b.x} + {b.rounds}×{b.y})"),
+                                   ("whole_proof", "whole-proof pass@n")],
+                     gens, "malot — synthetic held-out theorems", 8)
     fig.tight_layout()
     fig3, ax3 = plt.subplots(figsize=(5, 3.4))
-    for variant in LOT_VARIANTS:
-        vals = metrics["metrics"].get(variant)
-        if not vals:
-            continue
-        mean = [vals[f"acc_minilean_round{r}"] for r in range(b.rounds + 1)]
-        std = [vals.get(f"acc_minilean_round{r}_std", 0.0) or 0.0 for r in range(b.rounds + 1)]
-        ax3.errorbar(gens, mean, yerr=std, marker="o", capsize=3, label=variant)
-    ax3.set_xlabel("generations per theorem")
-    ax3.set_ylabel("cumulative accuracy (MiniLean)")
-    ax3.set_title("malot — LoT-Solver trained here, held-out theorems")
-    ax3.legend(fontsize=7)
+    _accuracy_curves(ax3, metrics, [(v, v) for v in LOT_VARIANTS], gens,
+                     "malot — LoT-Solver trained here, held-out theorems", 7, optional=True)
     fig3.tight_layout()
     fig2, ax2 = plt.subplots(figsize=(6, 3.4))
     errs = attempts[attempts["error_category"] != ""]

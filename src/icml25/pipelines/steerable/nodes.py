@@ -7,6 +7,7 @@ spec's pipeline sketch (``steerable.md``) and returns arrays, state dicts or tab
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib
@@ -50,6 +51,7 @@ from icml25.pipelines.steerable.params import (
     VARIANT_SPECS,
     VARIANTS_3D,
     SteerableParams,
+    TrainParams,
 )
 from icml25.pipelines.steerable.plots import plot_accuracy_by_angle, plot_invariance_by_angle
 from icml25.pipelines.steerable.rotated_digits import (
@@ -102,37 +104,33 @@ def make_splits_2d(raw: dict[str, np.ndarray], params: dict[str, Any]) -> dict[s
 
 
 # -------------------------------------------------------------------------------- models
-def _fit_config(p: SteerableParams, variant: str) -> FitConfig:
-    t = p.train
+def _fit_config(t: TrainParams, augment_rotation: bool = False) -> FitConfig:
     return FitConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
                      weight_decay=t.weight_decay, decay_every_epochs=t.decay_every_epochs,
                      decay_factor=t.decay_factor, eval_every_epochs=t.eval_every_epochs,
                      patience=t.patience, grad_clip=t.grad_clip,
-                     augment_rotation=VARIANT_SPECS[variant][3])
+                     augment_rotation=augment_rotation)
 
 
-def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
-                  variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
-    """Train ``variant`` once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``.
-
-    Only the seeds of shard ``shard`` of ``n_shards`` (each protocol's
-    ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
-    every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
-    """
-    p = _params(params)
-    set_threads(p.num_threads)
+def _train_seeds(splits: dict[str, np.ndarray], p: SteerableParams, variant: str,
+                 protocols: Sequence[str], data_fn: Callable, build: Callable,
+                 arch: dict[str, Any], cfg: FitConfig, shard: int, n_shards: int,
+                 **fit_kwargs: Any) -> dict[str, Any]:
+    """The training loop of the 2D and 3D variants: per protocol, every seed of shard
+    ``shard`` of ``n_shards`` from :func:`seed_everything`, ``{<protocol>_seed<s>: state +
+    meta}``. ``data_fn(splits, protocol, part)`` gives the images and labels, ``build(arch)``
+    the network; ``fit_kwargs`` go to :func:`fit_classifier`."""
     device = resolve_device(p.device)
-    arch = architecture(p, variant)
-    cfg = _fit_config(p, variant)
     models = {}
-    for protocol in p.protocols_of(variant):
-        x_tr, y_tr = protocol_data(splits, protocol, "train")
-        x_va, y_va = protocol_data(splits, protocol, "val")
+    for protocol in protocols:
+        x_tr, y_tr = data_fn(splits, protocol, "train")
+        x_va, y_va = data_fn(splits, protocol, "val")
         for seed in shard_seeds(p.seeds_of(variant, protocol), shard, n_shards):
             seed_everything(seed)
-            net = build_network(arch)
+            net = build(arch)
             result = fit_classifier(net, x_tr, y_tr, x_va, y_va, cfg, seed, progress=p.progress,
-                                    desc=f"{variant} {protocol} seed {seed}", device=device)
+                                    desc=f"{variant} {protocol} seed {seed}", device=device,
+                                    **fit_kwargs)
             logger.info("steerable %s %s seed %d: %d steps in %.1fs, best val error %s",
                         variant, protocol, seed, result.steps_done, result.seconds,
                         result.best_eval)
@@ -146,8 +144,23 @@ def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
     return models
 
 
-def _load(entry: dict[str, Any]) -> torch.nn.Module:
-    net = build_network(entry["metadata"]["architecture"])
+def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
+                  variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
+    """Train ``variant`` once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``.
+
+    Only the seeds of shard ``shard`` of ``n_shards`` (each protocol's
+    ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
+    every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
+    """
+    p = _params(params)
+    set_threads(p.num_threads)
+    return _train_seeds(splits, p, variant, p.protocols_of(variant), protocol_data,
+                        build_network, architecture(p, variant),
+                        _fit_config(p.train, VARIANT_SPECS[variant][3]), shard, n_shards)
+
+
+def _load(entry: dict[str, Any], build: Callable = build_network) -> torch.nn.Module:
+    net = build(entry["metadata"]["architecture"])
     net.load_state_dict(entry["state_dict"])
     return net.eval()
 
@@ -218,34 +231,9 @@ def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
     p = _params(params)
     set_threads(p.num_threads)
     _check_splits_3d(splits, p.data3d.grid)
-    device = resolve_device(p.device)
-    arch = architecture_3d(p, variant)
-    t = p.train3d
-    cfg = FitConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
-                    weight_decay=t.weight_decay, decay_every_epochs=t.decay_every_epochs,
-                    decay_factor=t.decay_factor, eval_every_epochs=t.eval_every_epochs,
-                    patience=t.patience, grad_clip=t.grad_clip)
-    models = {}
-    for protocol in p.protocols_3d:
-        x_tr, y_tr = voxel_protocol_data(splits, protocol, "train")
-        x_va, y_va = voxel_protocol_data(splits, protocol, "val")
-        for seed in shard_seeds(p.seeds_of(variant, protocol), shard, n_shards):
-            seed_everything(seed)
-            net = build_network_3d(arch)
-            result = fit_classifier(net, x_tr, y_tr, x_va, y_va, cfg, seed, progress=p.progress,
-                                    desc=f"{variant} {protocol} seed {seed}", device=device,
-                                    check=check_voxel_data)
-            logger.info("steerable %s %s seed %d: %d steps in %.1fs, best val error %s",
-                        variant, protocol, seed, result.steps_done, result.seconds,
-                        result.best_eval)
-            models[f"{protocol}_seed{seed}"] = {
-                "state_dict": {k: v.detach().cpu() for k, v in net.state_dict().items()},
-                "metadata": {"variant": variant, "protocol": protocol, "seed": seed,
-                             "architecture": arch, "fit": cfg.__dict__,
-                             "history": result.history, "train_seconds": result.seconds,
-                             "steps": result.steps_done},
-            }
-    return models
+    return _train_seeds(splits, p, variant, p.protocols_3d, voxel_protocol_data,
+                        build_network_3d, architecture_3d(p, variant), _fit_config(p.train3d),
+                        shard, n_shards, check=check_voxel_data)
 
 
 def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
@@ -264,9 +252,7 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
                     leave=False):
         entry = _entry(models[key])
         meta = entry["metadata"]
-        net = build_network_3d(meta["architecture"])
-        net.load_state_dict(entry["state_dict"])
-        net.eval()
+        net = _load(entry, build_network_3d)
         x_test, _ = voxel_protocol_data(splits, meta["protocol"], "test")
         angles = rotation_angles(splits["test_rotations"])
         bins = angle_bin_accuracy(net, x_test, y_test, angles, N_ANGLE_BINS_3D, np.pi)
