@@ -17,16 +17,20 @@ def run_kedro(project: Path, *args: str) -> tuple[float, float]:
     """``kedro run <args>`` in ``project``; returns (wall seconds, peak RSS MiB of that run).
 
     The peak comes from ``wait4`` on this child alone (its own waited-for subprocesses
-    included), so runs measured one after the other in a session do not mix.
+    included), so runs measured one after the other in a session do not mix. The run's log and
+    progress bars go to ``<project>/kedro_run_<n>.log`` (a file, not a pipe: an hour of progress
+    bars would fill a pipe nobody reads and stall the run); its tail is raised on failure.
     """
+    log = project / f"kedro_run_{len(list(project.glob('kedro_run_*.log')))}.log"
     start = time.perf_counter()
-    proc = subprocess.Popen([KEDRO, "run", *args], cwd=project, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([KEDRO, "run", *args], cwd=project, stdout=sink,
+                                stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"kedro run {' '.join(args)} failed:\n"
-                           f"{proc.stderr.read().decode()[-3000:]}")
+        raise RuntimeError(f"kedro run {' '.join(args)} failed (log: {log}):\n"
+                           f"{log.read_bytes().decode(errors='replace')[-3000:]}")
     return seconds, usage.ru_maxrss / 1024
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,22 @@ def test_monte_carlo_results_do_not_depend_on_the_number_of_workers(params, tabl
                                 for e in small["experiments"].values() if e["solver"] == "mc")
     cols = ["experiment", "seed", "eta", "chain", "tau", "censored"]
     pd.testing.assert_frame_equal(one[cols], two[cols])
+
+
+def test_monte_carlo_in_a_daemonic_process_runs_in_process_with_the_same_results(
+        params, table, monkeypatch, caplog):
+    """A Dask worker is a daemonic process and may not start children: ``n_workers`` > 1 there
+    falls back to one process, with a warning, and gives the table of ``n_workers=1``."""
+    small = {**params, "seeds": params["seeds"][:1], "experiments": {
+        name: ({**e, "n_chains": 10, "max_steps": 200} if e["solver"] == "mc" else e)
+        for name, e in params["experiments"].items()}}
+    one = nodes.simulate_hitting_times(table, {**small, "n_workers": 1})
+    monkeypatch.setitem(multiprocessing.current_process()._config, "daemon", True)
+    with caplog.at_level("WARNING", logger=nodes.__name__):
+        daemonic = nodes.simulate_hitting_times(table, {**small, "n_workers": 2})
+    assert "n_workers=2 ignored" in caplog.text
+    cols = ["experiment", "seed", "eta", "chain", "tau", "censored"]
+    pd.testing.assert_frame_equal(one[cols], daemonic[cols])
 
 
 def test_paper_configuration_code_path_runs_on_cpu_at_tiny_size(table):

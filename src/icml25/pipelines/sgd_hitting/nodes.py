@@ -151,6 +151,18 @@ MC_COLUMNS = ["experiment", "seed", "eta", "chain", "tau", "censored", "stop", "
               "seconds"]
 
 
+def _process_workers(n_workers: int) -> int:
+    """How many processes the Monte Carlo may use here: ``n_workers``, or 1 inside a daemonic
+    process (a Dask worker, say), which may not start children; there the cluster runs the seed
+    shards side by side instead, and the results are the same either way."""
+    if n_workers > 1 and multiprocessing.current_process().daemon:
+        logger.warning("sgd_hitting.n_workers=%d ignored: this node runs in a daemonic process "
+                       "(a Dask worker?), which cannot start worker processes; running the "
+                       "Monte Carlo in this process", n_workers)
+        return 1
+    return n_workers
+
+
 def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any],
                            shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
     """Many SGD chains per (experiment, seed, η) for the seeds of shard ``shard`` of
@@ -165,16 +177,17 @@ def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]
     _check_table(critical_points, "critical_points", ["landscape", "id", "x", "f", "kind"])
     names = [n for n, e in p.experiments.items() if e.solver == "mc"]
     seeds = shard_seeds(p.seeds, shard, n_shards)
+    workers = _process_workers(p.n_workers)
     # longest runs (smallest η) first so that workers finish together
     jobs = sorted(((n, s, k) for n in names for s in seeds
                    for k in range(len(p.experiments[n].etas))),
-                  key=lambda j: p.experiments[j[0]].etas[j[2]] * (1 if p.n_workers > 1 else 0))
+                  key=lambda j: p.experiments[j[0]].etas[j[2]] * (1 if workers > 1 else 0))
     bar = tqdm(total=len(jobs), desc=f"sgd_hitting Monte Carlo (seed shard {shard})",
                disable=not p.progress)
     results: dict[tuple[str, int, int], pd.DataFrame] = {}
-    if p.n_workers > 1 and len(jobs) > 1:
+    if workers > 1 and len(jobs) > 1:
         ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=p.n_workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = {pool.submit(_mc_job, dict(params), critical_points, *job): job
                        for job in jobs}
             for future in as_completed(futures):
