@@ -1,10 +1,16 @@
+import math
+import warnings
+
 import mlflow
 import pytest
 
 from icml25.core.tracking import (
     check_same_metric_names,
     flatten_params,
+    log_claim_counts,
     log_variants,
+    seed_mean,
+    seed_means,
     variant_run,
     variant_run_ids,
 )
@@ -60,3 +66,21 @@ def test_variant_run_ids_finds_only_variant_runs_of_the_active_parent(mlflow_tmp
         log_variants("other", {"c": {"y": 1.0}}, roles={"c": "method"})
         assert variant_run_ids("demo") == ids
         assert set(variant_run_ids("other")) == {"c"}
+
+
+def test_seed_means_skip_missing_seeds_and_give_nan_without_a_warning_when_none_ran():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Mean of empty slice"
+        means = seed_means({"a": {"x": [1.0, float("nan"), 3.0], "y": [float("nan")] * 2},
+                            "b": {"x": 4, "y": []}})
+    assert means["a"]["x"] == 2.0 and means["b"]["x"] == 4.0
+    assert math.isnan(means["a"]["y"]) and math.isnan(means["b"]["y"])
+    assert seed_mean([1.0, float("inf"), 2.0]) == 1.5
+
+
+def test_claim_counts_land_on_the_active_run(mlflow_tmp):
+    mlflow.set_experiment("demo")
+    with mlflow.start_run() as run:
+        log_claim_counts({"n_holds": 3, "n_claims": 5}, throughput=12.5)
+    logged = mlflow.get_run(run.info.run_id).data.metrics
+    assert logged == {"claims_holding": 3.0, "claims_total": 5.0, "throughput": 12.5}

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SHARDS_ENV = "ICML25_SEED_SHARDS"
 DEFAULT_SHARDS = 3
@@ -64,3 +67,44 @@ def interleave_shards(shards: Sequence[Sequence[T]]) -> list[T]:
         raise ValueError(f"interleave_shards: shard lengths {lengths} do not split a seed list of "
                          f"{total} as seeds[k::{n}] would ({expected})")
     return [shards[i % n][i // n] for i in range(total)]
+
+
+def interleave_frames(frames: Sequence[pd.DataFrame | None], seeds: Sequence[int] | None, *,
+                      where: str, seeds_from: str = "the parameters",
+                      key: str = "seed") -> list[pd.DataFrame]:
+    """Per-seed row groups of the seed shards' tables, back in seed-list order.
+
+    ``frames[k]`` is shard ``k``'s table (``None`` or empty: a shard without rows); the rows of
+    one seed (same ``key``) form one group, in the order the shard wrote them. Within a shard
+    the groups are first put in seed-list order (a shard may write its seeds in another order,
+    by model key for instance), then :func:`interleave_shards` merges the shards.
+
+    With ``seeds`` given, a seed that the list does not hold and a merged order other than
+    ``seeds`` raise; ``seeds=None`` keeps each shard's own order and checks only that the shard
+    sizes fit a seed list. ``where`` starts every error message (``"acorn: the acorn_phase seed
+    shards"``), ``seeds_from`` names the seed list's origin (``"params:acorn.seeds"``).
+    """
+    position = None if seeds is None else {int(s): i for i, s in enumerate(seeds)}
+    per_shard: list[list[pd.DataFrame]] = []
+    for frame in frames:
+        if frame is None or len(frame) == 0:
+            per_shard.append([])
+            continue
+        if key not in frame.columns:
+            raise ValueError(f"{where}: a shard's table has no {key!r} column; re-run the seed "
+                             f"shards")
+        groups = [group for _, group in frame.groupby(key, sort=False)]
+        if position is not None:
+            unknown = sorted({int(g[key].iloc[0]) for g in groups} - set(position))
+            if unknown:
+                raise ValueError(f"{where} hold seeds {unknown} that {seeds_from} does not "
+                                 f"list; re-run the seed shards")
+            groups.sort(key=lambda g: position[int(g[key].iloc[0])])
+        per_shard.append(groups)
+    merged = interleave_shards(per_shard)
+    if seeds is not None:
+        found = [int(g[key].iloc[0]) for g in merged]
+        if found != [int(s) for s in seeds]:
+            raise ValueError(f"{where} hold seeds {found}, {seeds_from} is {list(seeds)}; re-run "
+                             f"the seed shards")
+    return merged

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import mlflow
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,28 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
             logger.warning("metric %s is %s; not logged to MLflow", name, value)
     if clean:
         mlflow.log_metrics(clean, step=step)
+
+
+def seed_mean(values: Any) -> float:
+    """The mean over seeds that a variant's MLflow run shows: the mean of the finite values,
+    NaN (and no warning) when no seed has one (a variant that does not run there)."""
+    arr = np.atleast_1d(np.asarray(values, dtype=float)).ravel()
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else math.nan
+
+
+def seed_means(metrics_by_variant: Mapping[str, Mapping[str, Any]]
+               ) -> dict[str, dict[str, float]]:
+    """``{variant: {metric: seed_mean(per-seed values)}}`` of a metrics.json-style mapping."""
+    return {variant: {name: seed_mean(values) for name, values in metrics.items()}
+            for variant, metrics in metrics_by_variant.items()}
+
+
+def log_claim_counts(claims: Mapping[str, Any], **extra: float) -> None:
+    """``claims_holding`` and ``claims_total`` of a claims report (and ``extra`` metrics) on the
+    active (pipeline) run, the numbers the MLflow runs list sorts papers by."""
+    log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
+                 **extra})
 
 
 def log_variants(

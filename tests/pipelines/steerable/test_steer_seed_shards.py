@@ -43,10 +43,10 @@ def test_shards_of_another_seed_list_protocol_or_variant_are_refused():
     shards = [_scores("steer_tf", k, 2) for k in range(2)]
     with pytest.raises(ValueError, match="do not split a seed list"):
         nodes.merge_scores(PARAMS, shards[1], shards[0], variant="steer_tf")
-    with pytest.raises(ValueError, match=r"rot_rot seeds \[5\] the parameters do not run"):
+    with pytest.raises(ValueError, match=r"\(rot_rot\) hold seeds \[5\] that the seed list of"):
         nodes.merge_scores(PARAMS | {"seeds": [7, 3, 11, 0, 6]}, *shards, variant="steer_tf")
     missing = shards[0][~((shards[0]["seed"] == 5) & (shards[0]["protocol"] == "rot_rot"))]
-    with pytest.raises(ValueError, match=r"rot_rot seeds \[7, 3, 11, 0\], the parameters give"):
+    with pytest.raises(ValueError, match=r"\(rot_rot\) hold seeds \[7, 3, 11, 0\], the seed list of"):
         nodes.merge_scores(PARAMS, missing, shards[1], variant="steer_tf")
     with pytest.raises(ValueError, match=r"protocols \['rot_rot'\] the parameters do not run"):
         nodes.merge_scores(PARAMS, *(s.assign(variant="cnn_3d") for s in shards),

@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.acorn import dsp_baselines as dsp
 from icml25.pipelines.acorn import scenes
 from icml25.pipelines.acorn.encoder import EncoderConfig
@@ -254,29 +254,16 @@ def merge_predictions(params: dict[str, Any], *shard_predictions: pd.DataFrame,
     """One variant's predictions from its seed shards, seeds in the order :func:`predict_variant`
     over all of the variant's models writes them (by model key ``seed_<s>``, sorted), each seed's
     rows as its shard wrote them. Shard ``k`` of ``n`` must hold ``seeds[k::n]``
-    (:func:`icml25.core.sweep.interleave_shards`)."""
+    (:func:`icml25.core.sweep.interleave_frames`)."""
     p = _params(params)
-    position = {seed: i for i, seed in enumerate(p.seeds)}
-    per_shard = []
     for frame in shard_predictions:
-        if frame is None or frame.empty:
-            per_shard.append([])
-            continue
-        stray = sorted(set(frame["variant"]) - {variant})
+        stray = sorted(set(frame["variant"]) - {variant}) if frame is not None and len(frame) \
+            else []
         if stray:
             raise ValueError(f"acorn: the {variant} seed shards hold predictions of {stray}; "
                              f"re-run the seed shards")
-        groups = [g for _, g in frame.groupby("seed", sort=False)]
-        unknown = sorted({int(g["seed"].iloc[0]) for g in groups} - set(position))
-        if unknown:
-            raise ValueError(f"acorn: the {variant} seed shards hold seeds {unknown} that "
-                             f"params:acorn.seeds {p.seeds} does not list; re-run the seed shards")
-        per_shard.append(sorted(groups, key=lambda g: position[int(g["seed"].iloc[0])]))
-    by_seed = interleave_shards(per_shard)
-    found = [int(g["seed"].iloc[0]) for g in by_seed]
-    if found != list(p.seeds):
-        raise ValueError(f"acorn: the {variant} seed shards hold seeds {found}, params:acorn.seeds "
-                         f"is {p.seeds}; re-run the seed shards")
+    by_seed = interleave_frames(shard_predictions, p.seeds, where=f"acorn: the {variant} seed "
+                                f"shards", seeds_from="params:acorn.seeds")
     by_key = {f"seed_{int(g['seed'].iloc[0])}": g for g in by_seed}
     return pd.concat([by_key[key] for key in sorted(by_key)], ignore_index=True)
 
@@ -380,14 +367,14 @@ def judge_claims(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[st
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"derived": derived_variants(metrics), "training": training})
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         params_by = {v: {"kind": v} for v in metrics}
         for v in VARIANTS:
             params_by[v] = {**p.model.model_dump(), **p.train.model_dump(),
                             "use_phase": v == "acorn_phase"}
         log_variants(PIPELINE, means, {v: ROLES.get(v, "baseline") for v in metrics},
                      params_by_variant=params_by)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

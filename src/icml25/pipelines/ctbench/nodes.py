@@ -21,7 +21,13 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.ctbench.certification import (
     certify,
     relu_states,
@@ -236,12 +242,12 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.D
                                    "n_test": int(all_tables.groupby(["method", "setting",
                                                                      "seed"]).size().iloc[0])})
     if mlflow.active_run() is not None:
-        means = {m: {k: float(np.nanmean(v)) for k, v in d.items()} for m, d in metrics.items()}
+        means = seed_means(metrics)
         roles = {m: p.methods[m].role for m in metrics}
         variant_params = {m: {"method": m, **p.methods[m].model_dump(),
                               "network": p.network.model_dump()} for m in metrics}
         log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -16,8 +16,8 @@ import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants
 from icml25.pipelines.distributed_estimation import analysis, theory
 from icml25.pipelines.distributed_estimation.functions import TrueModel, base_function, make_model
 from icml25.pipelines.distributed_estimation.params import DistributedEstimationParams
@@ -144,7 +144,7 @@ def simulate_protocols(true_functions: pd.DataFrame, params: dict[str, Any], sha
 def merge_simulations(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataFrame:
     """Every seed shard's rows in the order one loop writes them: sweep by sweep, then point and
     K of the grid, then repetitions in seed-list order (shard ``k`` of ``n`` holds
-    ``seeds[k::n]``, :func:`icml25.core.sweep.interleave_shards`), protocols as simulated."""
+    ``seeds[k::n]``, :func:`icml25.core.sweep.interleave_frames`), protocols as simulated."""
     p = _params(params)
     frames = [f for f in shards if f is not None and not f.empty]
     for frame in frames:
@@ -155,17 +155,11 @@ def merge_simulations(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataF
                          f"{PIPELINE}.sweeps does not define; re-run the seed shards")
     pieces = []
     for name, sweep in p.sweeps.items():
-        per_shard = []
-        for frame in shards:
-            rows = frame[frame["sweep"] == name] if frame is not None and not frame.empty \
-                else pd.DataFrame()
-            per_shard.append([g for _, g in rows.groupby("rep", sort=False)] if len(rows)
-                             else [])
-        by_rep = interleave_shards(per_shard)
-        found = [int(g["rep"].iloc[0]) for g in by_rep]
-        if found != list(p.seeds_of(name)):
-            raise ValueError(f"{PIPELINE}: the seed shards hold sweep {name!r} repetitions "
-                             f"{found}, its seeds are {p.seeds_of(name)}; re-run the seed shards")
+        by_rep = interleave_frames(
+            [frame[frame["sweep"] == name] if frame is not None and not frame.empty else None
+             for frame in shards], p.seeds_of(name), key="rep",
+            where=f"{PIPELINE}: the seed shards' sweep {name!r} repetitions",
+            seeds_from=f"the seed list of sweep {name!r}")
         rows = pd.concat(by_rep)
         jobs = {(pt.m, pt.n, pt.l, k): i for i, (pt, k) in enumerate(
             (pt, k) for pt in _points(sweep) for k in p.grid.k_grid)}
@@ -267,8 +261,7 @@ def evaluate(curves: pd.DataFrame, slope_table: pd.DataFrame, sim_results: pd.Da
         log_variants(PIPELINE, variants, {v: ROLES[v] for v in variants},
                      params_by_variant={v: {"protocol": v, "k_grid": str(p.grid.k_grid)}
                                         for v in variants})
-        log_metrics({**{f"claim.{k}": v for k, v in claim_values.items()},
-                     "claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims, **{f"claim.{k}": v for k, v in claim_values.items()})
     return report, claims
 
 

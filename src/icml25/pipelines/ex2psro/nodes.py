@@ -18,7 +18,13 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.ex2psro.bargaining import (
     EX2PSRO_INSTANCES,
     load_game,
@@ -204,7 +210,7 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
         "welfare_scale": "sum of both players' expected returns, sigma^T (U + U^T) sigma"})
     if mlflow.active_run() is not None:
         roles = {n: m.role for n, m in p.methods.items()} | {"random": "baseline"}
-        means = {v: {k: float(np.mean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         log_variants(PIPELINE, means, roles,
                      params_by_variant={n: m.model_dump() for n, m in p.methods.items()})
         for name in p.methods:
@@ -213,7 +219,7 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
                     ["welfare", "regret"]].mean()
                 for k, row in mean.iterrows():
                     log_metrics({"welfare": row["welfare"], "regret": row["regret"]}, step=int(k))
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -14,7 +14,13 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.fpo.align import (
     LossSettings,
     Pairs,
@@ -442,13 +448,11 @@ def judge_claims(table: pd.DataFrame, sae_report: dict[str, Any],
                             extra={"sae": sae_report, "preferences": preference_report})
     if mlflow.active_run() is not None:
         roles = {v: "method" if v == "fpo" else "baseline" for v in metrics}
-        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         loss_params = {m: getattr(p.loss, m).model_dump() for m in p.align.methods}
         log_variants(PIPELINE, means, roles,
                      params_by_variant={v: loss_params.get(v, {"kind": "sft"}) for v in metrics})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
-                     "sae_fvu": sae_report["fvu"], "sae_l0": sae_report["l0"]})
+        log_claim_counts(claims, sae_fvu=sae_report["fvu"], sae_l0=sae_report["l0"])
     return report, claims
 
 

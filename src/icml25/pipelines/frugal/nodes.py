@@ -20,7 +20,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.frugal import corpus
 from icml25.pipelines.frugal.params import VARIANTS, FrugalParams
 from icml25.pipelines.frugal.pretraining import pretrain
@@ -216,12 +216,11 @@ def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[
     })
     figures = _figures(results, table)
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(x)) if not all(math.isnan(y) for y in x) else math.nan
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         roles = {res["variant"]: res["role"] for res in results}
         run_params = {res["variant"]: res["optimizer"] for res in results}
         run_ids = log_variants(PIPELINE, means, roles, params_by_variant=run_params)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
         _log_curves(results, run_ids)
     return report, claims, table, figures
 

@@ -26,7 +26,13 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.functional_tom import plots
 from icml25.pipelines.functional_tom.episodes import LOG_COLUMNS, run_episode
 from icml25.pipelines.functional_tom.games import Game, make_game
@@ -392,8 +398,7 @@ def judge_claims(scores: pd.DataFrame, curves: pd.DataFrame, params: dict[str, A
              "episodes": {agent: int(n) for agent, n in scores["agent"].value_counts().items()}}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
     if mlflow.active_run() is not None:
-        means = {a: {k: float(np.nanmean(v)) if np.any(np.isfinite(v)) else float("nan")
-                     for k, v in m.items()} for a, m in metrics.items()}
+        means = seed_means(metrics)
         roles = {a: _role(a) for a in metrics}
         variant_params = {a: {"agent": a} for a in metrics}
         for a in metrics:
@@ -413,7 +418,7 @@ def judge_claims(scores: pd.DataFrame, curves: pd.DataFrame, params: dict[str, A
                                  "policy_loss": row.policy_loss,
                                  "train_regret_per_step": row.train_regret_per_step},
                                 step=int(row.step))
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -23,7 +23,13 @@ from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset, stratified_split
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.knowledge_swap.glyphs import make_glyph_set
 from icml25.pipelines.knowledge_swap.params import (
     PRETRAINED_CLASSES,
@@ -283,10 +289,10 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: Any,
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"roles": {v: ROLES[v] for v in metrics}, "curves": curves})
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.mean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         log_variants(PIPELINE, means, {v: ROLES[v] for v in means},
                      params_by_variant={v: {"role": ROLES[v], "seeds": p.seeds} for v in means})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
         for variant, runs in results.items():
             with variant_run(variant, run_name=f"{variant}/curves/seed {runs[0]['seed']}",
                              role=ROLES[variant], pipeline=PIPELINE):

@@ -18,8 +18,8 @@ from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
 from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, whole_proof
 from icml25.pipelines.malot.minilean import Settings
@@ -341,16 +341,12 @@ def _by_seed(tables: tuple[pd.DataFrame, ...], seeds: list[int], name: str,
              columns: list[str] | None = None) -> pd.DataFrame:
     """One table from the seed shards' tables (rows of a seed contiguous, seed-major as one loop
     writes them): seeds back in seed-list order (shard ``k`` of ``n`` holds ``seeds[k::n]``,
-    :func:`icml25.core.sweep.interleave_shards`). No row at all gives ``columns`` (the table of a
+    :func:`icml25.core.sweep.interleave_frames`). No row at all gives ``columns`` (the table of a
     study that is off)."""
-    per_shard = [[g for _, g in t.groupby("seed", sort=False)] if len(t) else [] for t in tables]
-    merged = interleave_shards(per_shard)
-    if not merged:
+    if not any(len(t) for t in tables):
         return pd.DataFrame(columns=columns) if columns is not None else pd.DataFrame()
-    found = [int(g["seed"].iloc[0]) for g in merged]
-    if found != list(seeds):
-        raise ValueError(f"malot: the seed shards hold {name} for seeds {found}, "
-                         f"params:malot.seeds is {list(seeds)}; re-run the seed shards")
+    merged = interleave_frames(tables, seeds, where=f"malot: the seed shards' {name} tables",
+                               seeds_from="params:malot.seeds")
     return pd.concat(merged, ignore_index=True)
 
 
@@ -483,8 +479,7 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
         .value_counts().head(15).to_dict() if len(coverage) else {},
     })
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(x)) if not all(map(math.isnan, x)) else math.nan
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         variant_params = {v: {"agent": p.agent.backend if v in VARIANTS else "lot_solver",
                               "verifier": p.verifier.backend, "budget": p.budget.model_dump(),
                               "kind": "prover + corrector" if "ma_lot" in v or "correct" in v
@@ -492,8 +487,7 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
                           for v in means}
         log_variants(PIPELINE, means, {v: ROLES[v] for v in means},
                      params_by_variant=variant_params)
-        log_metrics({**checker, "claims_holding": claims["n_holds"],
-                     "claims_total": claims["n_claims"]})
+        log_claim_counts(claims, **checker)
     return report, claims
 
 

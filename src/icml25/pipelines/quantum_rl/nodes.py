@@ -25,7 +25,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.mdp import TabularMDP, average_reward_lp, relative_value_iteration
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.quantum_rl.agents import AgentConfig, log_checkpoints, run_agent
 from icml25.pipelines.quantum_rl.amplitude_estimation import (
     auto_k,
@@ -297,8 +297,7 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
     })
     if mlflow.active_run() is not None:
         roles = {v: p.agents[v].role for v in variants}
-        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         variant_params = {v: {**p.agents[v].model_dump(exclude_none=True),
                               "T": p.agent_horizon(v), "delta": p.delta} for v in variants}
         n_missing = sum(not math.isfinite(x) for m in means.values() for x in m.values())
@@ -308,8 +307,7 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
             artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
             log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
                          artifacts_by_variant=artifacts)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
-                     **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()}})
+        log_claim_counts(claims, **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()})
     return report, claims
 
 

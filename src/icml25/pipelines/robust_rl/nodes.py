@@ -19,8 +19,8 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.mdp import TabularMDP
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_metrics, log_variants, variant_run
 from icml25.pipelines.robust_rl import tabular_study as ts
 from icml25.pipelines.robust_rl.environments import make_env
 from icml25.pipelines.robust_rl.fa_linear_study import run_fa_linear
@@ -225,7 +225,7 @@ def merge_dqn(params: dict[str, Any], *shard_tables: pd.DataFrame
     :data:`DQN_VARIANTS` order, ``len(shards)`` shards per variant, shards in order. Rows come back
     as one loop over variants and seeds writes them: variant by variant, seed-list order within
     a variant (shard ``k`` of ``n`` holds ``seeds[k::n]``,
-    :func:`icml25.core.sweep.interleave_shards`)."""
+    :func:`icml25.core.sweep.interleave_frames`)."""
     p = _params(params)
     c = p.fa_dqn
     per_variant, rest = divmod(len(shard_tables), 2 * len(DQN_VARIANTS))
@@ -245,14 +245,9 @@ def merge_dqn(params: dict[str, Any], *shard_tables: pd.DataFrame
             if stray:
                 raise ValueError(f"robust_rl: the {role} seed shards hold {what} rows of "
                                  f"{stray}, not {name!r}; re-run the seed shards")
-            by_seed = interleave_shards([[g for _, g in t.groupby("seed", sort=False)]
-                                         if len(t) else [] for t in shards])
-            found = [int(g["seed"].iloc[0]) for g in by_seed]
-            if found != list(c.seeds):
-                raise ValueError(f"robust_rl: the {role} seed shards hold {what} for seeds "
-                                 f"{found}, params:robust_rl.fa_dqn.seeds is {c.seeds}; re-run "
-                                 f"the seed shards")
-            merged[j].extend(by_seed)
+            merged[j].extend(interleave_frames(
+                shards, c.seeds, where=f"robust_rl: the {role} seed shards' {what} tables",
+                seeds_from="params:robust_rl.fa_dqn.seeds"))
     return pd.concat(merged[0], ignore_index=True), pd.concat(merged[1], ignore_index=True)
 
 
@@ -291,7 +286,7 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
                      and "gamma" not in v else "baseline" for v in group}
             log_variants(PIPELINE, means, roles,
                          params_by_variant={v: {"study": name} for v in group})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

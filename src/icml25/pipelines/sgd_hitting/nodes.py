@@ -23,8 +23,8 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.sgd_hitting import experiments as xp
 from icml25.pipelines.sgd_hitting import monte_carlo as mc
 from icml25.pipelines.sgd_hitting.params import SgdHittingParams
@@ -209,7 +209,7 @@ def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]
 def merge_hitting_times(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataFrame:
     """The Monte-Carlo table of every seed shard in the order one loop writes it: experiment by
     experiment, seed-list order within an experiment (shard ``k`` of ``n`` holds ``seeds[k::n]``,
-    :func:`icml25.core.sweep.interleave_shards`), η order within a seed."""
+    :func:`icml25.core.sweep.interleave_frames`), η order within a seed."""
     p = _params(params)
     names = [n for n, e in p.experiments.items() if e.solver == "mc"]
     frames = [f for f in shards if f is not None and not f.empty]
@@ -223,16 +223,10 @@ def merge_hitting_times(params: dict[str, Any], *shards: pd.DataFrame) -> pd.Dat
                          f"Monte-Carlo experiment of the parameters; re-run the seed shards")
     pieces: list[pd.DataFrame] = []
     for name in names:
-        per_shard = [[] if f is None or f.empty else
-                     [g for _, g in f[f["experiment"] == name].groupby("seed", sort=False)]
-                     for f in shards]
-        merged = interleave_shards(per_shard)
-        found = [int(g["seed"].iloc[0]) for g in merged]
-        if found != list(p.seeds):
-            raise ValueError(f"sgd_hitting: the seed shards hold {name!r} chains for seeds "
-                             f"{found}, params:sgd_hitting.seeds is {p.seeds}; re-run the seed "
-                             f"shards")
-        pieces += merged
+        pieces += interleave_frames(
+            [None if f is None or f.empty else f[f["experiment"] == name] for f in shards],
+            p.seeds, where=f"sgd_hitting: the seed shards' {name!r} chains",
+            seeds_from="params:sgd_hitting.seeds")
     return pd.concat(pieces, ignore_index=True)
 
 
@@ -366,14 +360,11 @@ def judge_claims(scaling_fits: dict[str, Any], energies: dict[str, Any],
         "chain_steps_per_second": total_steps / total_sec if total_sec else None,
         "backend": p.backend, "device": p.device})
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(np.atleast_1d(np.asarray(x, float))))
-                     if np.isfinite(np.asarray(x, float)).any() else math.nan
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         log_variants(PIPELINE, means, ROLES, params_by_variant={
             v: {"prediction": v, "noise_laws": "exact" if v != "gaussian_approx"
                 else "gaussian, same variance"} for v in VARIANTS})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
-                     "chain_steps_per_second": report["chain_steps_per_second"] or math.nan})
+        log_claim_counts(claims, chain_steps_per_second=report["chain_steps_per_second"] or math.nan)
     return report, claims
 
 

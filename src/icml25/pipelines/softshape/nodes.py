@@ -17,7 +17,13 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.softshape.classifiers import TrainSettings
 from icml25.pipelines.softshape.evaluation import summarise, variant_metrics
 from icml25.pipelines.softshape.experiment import (
@@ -207,7 +213,7 @@ def evaluate(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataF
     if mlflow.active_run() is not None:
         roles = {v: ("method" if v == "softshape" else
                      "ablation" if v in p.ablations.variants else "baseline") for v in metrics}
-        means = {v: {k: _nanmean(x) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         cfg = {"softshape": {**p.model.model_dump(), **p.train.model_dump()}}
         cfg |= {v: {"ablation": v, **p.model.model_dump()} for v in p.ablations.variants}
         cfg |= {v: {"library": "aeon 1.6", "model": v} for v in p.baselines.models if v != "fcn"}
@@ -219,15 +225,8 @@ def evaluate(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataF
                 shares = np.asarray(load["mean_share"], dtype=float)
                 log_metrics({f"expert_share/{name}/e{e}": s for e, s in enumerate(shares)})
                 log_metrics({f"expert_max_share/{name}": float(shares.max())})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return summary_table(results), report, claims
-
-
-def _nanmean(values: Any) -> float:
-    """Mean of the finite entries; NaN (not a warning) when a variant did not run there."""
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    return float(arr.mean()) if arr.size else float("nan")
 
 
 def summary_table(results: pd.DataFrame) -> pd.DataFrame:

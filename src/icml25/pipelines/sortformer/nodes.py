@@ -22,8 +22,14 @@ from tqdm.auto import tqdm
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+)
 from icml25.pipelines.sortformer import msasr
 from icml25.pipelines.sortformer.clustering import cluster_diarize
 from icml25.pipelines.sortformer.diarizer_training import (
@@ -434,10 +440,9 @@ def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
 
 def merge_cpwer_tables(*shard_tables: pd.DataFrame) -> pd.DataFrame:
     """The cpWER tables of the seed shards as one table in seed-list order: shard ``k`` of ``n``
-    holds the rows of ``seeds[k::n]``, seed by seed (:func:`icml25.core.sweep.interleave_shards`).
+    holds the rows of ``seeds[k::n]``, seed by seed (:func:`icml25.core.sweep.interleave_frames`).
     """
-    per_seed = [[g for _, g in t.groupby("seed", sort=False)] for t in shard_tables]
-    groups = interleave_shards(per_seed)
+    groups = interleave_frames(shard_tables, None, where="sortformer: the cpWER seed shards")
     if not groups:
         return pd.DataFrame(columns=CPWER_COLUMNS)
     return pd.concat(groups, ignore_index=True)[CPWER_COLUMNS]
@@ -488,12 +493,11 @@ def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
         for group in (diar, asr):
             if not group:
                 continue
-            means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in group.items()}
+            means = seed_means(group)
             log_variants(PIPELINE, means, {v: ROLES.get(v, "baseline") for v in means},
                          params_by_variant={v: _variant_params(p, v) for v in means})
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
-                     "overlap_ratio_train": stats["train"]["overlap_ratio"],
-                     "silence_ratio_train": stats["train"]["silence_ratio"]})
+        log_claim_counts(claims, overlap_ratio_train=stats["train"]["overlap_ratio"],
+                         silence_ratio_train=stats["train"]["silence_ratio"])
     return report, claims
 
 

@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.sparse_iht import evaluation, experiments, plots
 from icml25.pipelines.sparse_iht.params import SparseIHTParams, k_of
 from icml25.pipelines.sparse_iht.problems import constraint_for
@@ -134,26 +134,20 @@ def _merge(p: SparseIHTParams, name: str, shards: tuple[pd.DataFrame, ...],
     """One table from the seed shards' tables, rows in the order one loop over every seed writes
     them: setting by setting (``settings``; ``None`` for a table without settings), seed-list
     order within a setting (shard ``k`` of ``n`` holds ``seeds[k::n]``,
-    :func:`icml25.core.sweep.interleave_shards`), each seed's rows as its shard wrote them."""
+    :func:`icml25.core.sweep.interleave_frames`), each seed's rows as its shard wrote them."""
     pieces: list[pd.DataFrame] = []
     for setting in settings or [None]:
-        per_shard = []
+        rows = []
         for frame in shards:
-            if frame is None or frame.empty:
-                per_shard.append([])
-                continue
-            if "seed" not in frame or (setting is not None and "setting" not in frame):
-                raise ValueError(f"sparse_iht.{name}: a seed shard's table lacks the seed or "
-                                 f"setting column; re-run the seed shards")
-            rows = frame if setting is None else frame[frame["setting"] == setting]
-            per_shard.append([group for _, group in rows.groupby("seed", sort=False)])
-        merged = interleave_shards(per_shard)
-        found = [int(group["seed"].iloc[0]) for group in merged]
-        if found != list(p.seeds):
-            where = "" if setting is None else f" (setting {setting})"
-            raise ValueError(f"sparse_iht.{name}: the seed shards hold seeds {found}{where}, "
-                             f"params:sparse_iht.seeds is {p.seeds}; re-run the seed shards")
-        pieces += merged
+            if frame is not None and not frame.empty and setting is not None \
+                    and "setting" not in frame:
+                raise ValueError(f"sparse_iht.{name}: a seed shard's table lacks the setting "
+                                 f"column; re-run the seed shards")
+            rows.append(frame if frame is None or frame.empty or setting is None
+                        else frame[frame["setting"] == setting])
+        where = "" if setting is None else f" (setting {setting})"
+        pieces += interleave_frames(rows, p.seeds, where=f"sparse_iht.{name}: the seed shards"
+                                    f"{where}", seeds_from="params:sparse_iht.seeds")
     return pd.concat(pieces, ignore_index=True)
 
 
@@ -228,8 +222,7 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
         "k_grid": {f"{r:g}": k_of(r, p.synthetic.k_bar) for r in p.synthetic.k_ratios},
     })
     if mlflow.active_run() is not None:
-        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         roles = {v: evaluation.ROLES.get(v, "baseline") for v in means}
         # metrics that do not apply to a variant are NaN by design (identical names across
         # variants); core.tracking skips them with one warning each, which would flood the log
@@ -244,7 +237,7 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
             log_variants(PIPELINE, means, roles, params_by_variant=described)
         finally:
             tracking_log.setLevel(level)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -21,8 +21,8 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset
 from icml25.core.params import validate_parameters
-from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.steerable.builders import (
     architecture,
     architecture_3d,
@@ -278,7 +278,7 @@ def merge_scores(params: dict[str, Any], *shard_scores: pd.DataFrame,
     """One variant's score table from its seed shards, models in the order one evaluate node
     over all of the variant's models takes them (by key ``<protocol>_seed<s>``, sorted), each
     model's rows as its shard wrote them. Shard ``k`` of ``n`` must hold each protocol's
-    ``seeds[k::n]`` (:func:`icml25.core.sweep.interleave_shards`)."""
+    ``seeds[k::n]`` (:func:`icml25.core.sweep.interleave_frames`)."""
     p = _params(params)
     tables = [t for t in shard_scores if t is not None and len(t)]
     stray = sorted({v for t in tables for v in t["variant"]} - {variant})
@@ -294,22 +294,12 @@ def merge_scores(params: dict[str, Any], *shard_scores: pd.DataFrame,
     by_key: dict[str, pd.DataFrame] = {}
     for protocol in protocols:
         seeds = list(p.seeds_of(variant, protocol))
-        position = {seed: i for i, seed in enumerate(seeds)}
-        per_shard = []
-        for t in shard_scores:
-            rows = t[t["protocol"] == protocol] if t is not None and len(t) else pd.DataFrame()
-            groups = [g for _, g in rows.groupby("seed", sort=False)] if len(rows) else []
-            unknown = sorted({int(g["seed"].iloc[0]) for g in groups} - set(position))
-            if unknown:
-                raise ValueError(f"steerable: the {variant} seed shards hold {protocol} seeds "
-                                 f"{unknown} the parameters do not run; re-run the seed shards")
-            per_shard.append(sorted(groups, key=lambda g: position[int(g["seed"].iloc[0])]))
-        merged = interleave_shards(per_shard)
-        found = [int(g["seed"].iloc[0]) for g in merged]
-        if found != seeds:
-            raise ValueError(f"steerable: the {variant} seed shards hold {protocol} seeds "
-                             f"{found}, the parameters give {seeds}; re-run the seed shards")
-        by_key |= {f"{protocol}_seed{seed}": g for seed, g in zip(found, merged, strict=True)}
+        merged = interleave_frames(
+            [t[t["protocol"] == protocol] if t is not None and len(t) else None
+             for t in shard_scores], seeds,
+            where=f"steerable: the {variant} seed shards ({protocol})",
+            seeds_from=f"the seed list of {variant} under {protocol}")
+        by_key |= {f"{protocol}_seed{seed}": g for seed, g in zip(seeds, merged, strict=True)}
     if not by_key:
         return pd.DataFrame()
     return pd.concat([by_key[key] for key in sorted(by_key)], ignore_index=True)
@@ -334,11 +324,6 @@ def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[floa
         else:
             main.setdefault(variant, {})[f"{metric}_{protocol}"] = values
     return main, encoder
-
-
-def _mean(values: list[float]) -> float:
-    arr = np.asarray(values, dtype=float)
-    return float(np.nanmean(arr)) if np.isfinite(arr).any() else float("nan")
 
 
 def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
@@ -366,7 +351,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
         for group in groups:
             if not group:
                 continue
-            means = {v: {k: _mean(x) for k, x in main[v].items()} for v in group}
+            means = seed_means({v: main[v] for v in group})
             variant_params = {v: ({"architecture": VARIANT_SPECS[v][0],
                                    "transformer": VARIANT_SPECS[v][1],
                                    "positional": VARIANT_SPECS[v][2],
@@ -377,7 +362,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
                               for v in group}
             log_variants(PIPELINE, means, {v: roles[v] for v in group},
                          params_by_variant=variant_params)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -24,7 +24,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.tracking import log_claim_counts, log_metrics, log_variants, seed_means
 from icml25.pipelines.twa.annotator import (
     MQM_WEIGHTS,
     NON_TRANSLATION,
@@ -527,9 +527,9 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
     if mlflow.active_run() is not None:
         roles = {v: ROLES.get(v, "ablation") for v in metrics}
-        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         log_variants(PIPELINE, means, roles)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 

@@ -12,7 +12,6 @@ import os
 from typing import Any
 
 import mlflow
-import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -21,7 +20,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_metrics, log_variants
+from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.vga import figures, scoring
 from icml25.pipelines.vga.baselines import PRED_COLUMNS, baseline_predictions
 from icml25.pipelines.vga.generator import generate_graphs as _generate_graphs
@@ -274,15 +273,14 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
     out = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
     if mlflow.active_run() is not None:
         roles = {v: "method" if v in (*MODELS, "mllm") else "baseline" for v in metrics}
-        means = {v: {k: float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
-                     for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         variant_params = {v: {"kind": "pixel-free reference"} for v in metrics}
         variant_params |= {m: {**p.models[m].model_dump(), **p.train.model_dump()}
                            for m in MODELS if m in metrics}
         if "mllm" in metrics:
             variant_params["mllm"] = {"model": p.mllm.model, "n_per_task": p.mllm.n_per_task}
         log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return out, claims
 
 

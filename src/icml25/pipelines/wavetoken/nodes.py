@@ -22,7 +22,14 @@ from icml25.core.datasets import TorchModelDataset
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_metrics, log_variants, variant_run, variant_run_ids
+from icml25.core.tracking import (
+    log_claim_counts,
+    log_metrics,
+    log_variants,
+    seed_means,
+    variant_run,
+    variant_run_ids,
+)
 from icml25.pipelines.wavetoken import metrics as fm
 from icml25.pipelines.wavetoken.evaluation import (
     per_dataset_scores,
@@ -277,12 +284,12 @@ def judge_claims(
                                    "per_dataset": per_dataset_scores(scores)})
     if mlflow.active_run() is not None:
         roles = {v: p.variants[v].role if v in p.variants else "baseline" for v in metrics}
-        means = {v: {k: float(np.nanmean(x)) for k, x in m.items()} for v, m in metrics.items()}
+        means = seed_means(metrics)
         variant_params = {v: {"kind": "statsforecast", "model": v, "season": "by frequency",
                               "max_history": p.baselines.max_history} for v in p.baselines.models}
         variant_params |= {v: p.variants[v].model_dump() for v in p.variants}
         log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
-        log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"]})
+        log_claim_counts(claims)
     return report, claims
 
 
