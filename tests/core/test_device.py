@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.device import resolve_device, seed_everything, set_threads, thread_cap
 
 
 def test_auto_resolves_to_an_available_device():
@@ -54,3 +54,17 @@ def test_set_threads_roundtrip():
         torch.set_num_threads(before)
     with pytest.raises(ValueError):
         set_threads(-2)
+
+
+def test_omp_num_threads_caps_the_torch_threads_a_node_asks_for(monkeypatch):
+    assert thread_cap({}) is None and thread_cap({"OMP_NUM_THREADS": "x"}) is None
+    assert thread_cap({"OMP_NUM_THREADS": "0"}) is None
+    assert thread_cap({"OMP_NUM_THREADS": " 3 "}) == 3
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what a Dask worker starts with
+        assert set_threads(2) == 1
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert set_threads(2) == 2
+    finally:
+        torch.set_num_threads(before)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
 import numpy as np
 import torch
+
+logger = logging.getLogger(__name__)
 
 _DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
@@ -61,5 +64,26 @@ def set_threads(n_threads: int | None) -> int:
     if n_threads:
         if n_threads < 0:
             raise ValueError(f"num_threads: got {n_threads}; expected a positive integer or 0")
+        cap = thread_cap()
+        if cap is not None and n_threads > cap:
+            logger.info("num_threads=%d capped at OMP_NUM_THREADS=%d", n_threads, cap)
+            n_threads = cap
         torch.set_num_threads(int(n_threads))
     return torch.get_num_threads()
+
+
+def thread_cap(environ: dict[str, str] | None = None) -> int | None:
+    """The process's thread budget, ``$OMP_NUM_THREADS`` (``None`` when unset or not a positive
+    integer); :func:`set_threads` never goes above it.
+
+    A Dask worker starts with ``OMP_NUM_THREADS=1`` (distributed's ``nanny.pre-spawn-environ``)
+    so that workers sharing a machine do not oversubscribe its cores. A node asking torch for 2
+    threads there put 4 spinning OpenMP threads on 2 cores: wavetoken's training step went from
+    0.13 s to about 3 s on a 2-worker LocalCluster of this 2-core machine.
+    """
+    raw = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
+    try:
+        n = int(raw)
+    except ValueError:
+        return None
+    return n if n >= 1 else None
