@@ -256,12 +256,11 @@ def merge_predictions(params: dict[str, Any], *shard_predictions: pd.DataFrame,
     rows as its shard wrote them. Shard ``k`` of ``n`` must hold ``seeds[k::n]``
     (:func:`icml25.core.sweep.interleave_frames`)."""
     p = _params(params)
-    for frame in shard_predictions:
-        stray = sorted(set(frame["variant"]) - {variant}) if frame is not None and len(frame) \
-            else []
-        if stray:
-            raise ValueError(f"acorn: the {variant} seed shards hold predictions of {stray}; "
-                             f"re-run the seed shards")
+    stray = sorted({v for frame in shard_predictions if frame is not None and len(frame)
+                    for v in frame["variant"]} - {variant})
+    if stray:
+        raise ValueError(f"acorn: the {variant} seed shards hold predictions of {stray}; "
+                         f"re-run the seed shards")
     by_seed = interleave_frames(shard_predictions, p.seeds, where=f"acorn: the {variant} seed "
                                 f"shards", seeds_from="params:acorn.seeds")
     by_key = {f"seed_{int(g['seed'].iloc[0])}": g for g in by_seed}

@@ -222,12 +222,9 @@ def _check_splits_3d(splits: dict[str, np.ndarray], grid: int) -> None:
 
 def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
                      variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
-    """Train a 3D variant once per protocol and seed: ``{<protocol>_seed<s>: state + meta}``.
-
-    Only the seeds of shard ``shard`` of ``n_shards`` (each protocol's
-    ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
-    every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
-    """
+    """:func:`train_variant` for a 3D variant: the voxel shapes, the 3D protocols, the
+    ``train3d`` settings; the same ``{<protocol>_seed<s>: state + meta}`` for the same shard's
+    seeds."""
     p = _params(params)
     set_threads(p.num_threads)
     _check_splits_3d(splits, p.data3d.grid)
