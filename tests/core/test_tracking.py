@@ -84,3 +84,21 @@ def test_claim_counts_land_on_the_active_run(mlflow_tmp):
         log_claim_counts({"n_holds": 3, "n_claims": 5}, throughput=12.5)
     logged = mlflow.get_run(run.info.run_id).data.metrics
     assert logged == {"claims_holding": 3.0, "claims_total": 5.0, "throughput": 12.5}
+
+
+def test_nan_ok_skips_not_applicable_metrics_with_one_info_line(mlflow_tmp, caplog):
+    mlflow.set_experiment("demo")
+    metrics = {"a": {"x": 1.0, "y": float("nan")}, "b": {"x": float("nan"), "y": 2.0}}
+    roles = {"a": "method", "b": "baseline"}
+    with mlflow.start_run(), caplog.at_level("INFO", logger="icml25.core.tracking"):
+        ids = log_variants("demo", metrics, roles, nan_ok=True)
+    records = [r for r in caplog.records if r.name == "icml25.core.tracking"]
+    assert [r.levelname for r in records] == ["INFO"]
+    assert "2 variant metrics are NaN" in records[0].getMessage()
+    assert mlflow.get_run(ids["a"]).data.metrics == {"x": 1.0}
+    assert mlflow.get_run(ids["b"]).data.metrics == {"y": 2.0}
+    caplog.clear()
+    with mlflow.start_run(), caplog.at_level("INFO", logger="icml25.core.tracking"):
+        log_variants("demo", metrics, roles)  # default: one warning per skipped metric
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and "not logged to MLflow" in warned[0].getMessage()

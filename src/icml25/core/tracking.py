@@ -78,17 +78,26 @@ def variant_run(
         yield run
 
 
-def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
-    """Log finite metrics to the active run; non-finite ones are skipped with a warning."""
+def log_metrics(metrics: Mapping[str, float], step: int | None = None, *,
+                nan_ok: bool = False) -> int:
+    """Log finite metrics to the active run and return how many were skipped as non-finite.
+
+    A skipped metric gets a warning each, unless ``nan_ok``: then NaN is a metric that does not
+    apply by design (a variant not run on that environment) and the caller reports the count.
+    """
     clean = {}
+    skipped = 0
     for name, value in metrics.items():
         value = float(value)
         if math.isfinite(value):
             clean[metric_key(name)] = value
         else:
-            logger.warning("metric %s is %s; not logged to MLflow", name, value)
+            skipped += 1
+            if not nan_ok:
+                logger.warning("metric %s is %s; not logged to MLflow", name, value)
     if clean:
         mlflow.log_metrics(clean, step=step)
+    return skipped
 
 
 def seed_mean(values: Any) -> float:
@@ -119,20 +128,31 @@ def log_variants(
     roles: Mapping[str, Role],
     params_by_variant: Mapping[str, Mapping[str, Any]] | None = None,
     artifacts_by_variant: Mapping[str, list[Path]] | None = None,
+    *,
+    nan_ok: bool = False,
 ) -> dict[str, str]:
-    """Log every variant as its own run with the same metric names; return variant -> run id."""
+    """Log every variant as its own run with the same metric names; return variant -> run id.
+
+    ``nan_ok``: NaN marks a metric that does not apply to a variant (identical names across
+    variants are required, so a paper with per-environment or per-setting metrics has many);
+    they are skipped with one info line for the whole call instead of a warning each.
+    """
     check_same_metric_names(metrics_by_variant)
     missing = sorted(set(metrics_by_variant) - set(roles))
     if missing:
         raise ValueError(f"roles: no role given for variants {missing}")
     run_ids = {}
+    skipped = 0
     for variant, metrics in metrics_by_variant.items():
         params = (params_by_variant or {}).get(variant)
         with variant_run(variant, role=roles[variant], pipeline=pipeline, params=params) as run:
-            log_metrics(metrics)
+            skipped += log_metrics(metrics, nan_ok=nan_ok)
             for path in (artifacts_by_variant or {}).get(variant, []):
                 mlflow.log_artifact(str(path))
             run_ids[variant] = run.info.run_id
+    if nan_ok and skipped:
+        logger.info("%s: %d variant metrics are NaN (not applicable to that variant) and are "
+                    "not logged to MLflow", pipeline, skipped)
     return run_ids
 
 

@@ -7,7 +7,6 @@ metrics, claims, MLflow child runs and figures.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import tempfile
@@ -256,18 +255,6 @@ def _artifacts(finals: dict[str, Any], variant: str, folder: Path) -> list[Path]
     return paths
 
 
-@contextlib.contextmanager
-def _quiet_nan_warnings():
-    """Silence the per-metric NaN warnings of ``core.tracking`` (counted once above instead)."""
-    tracking_logger = logging.getLogger("icml25.core.tracking")
-    level = tracking_logger.level
-    tracking_logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        tracking_logger.setLevel(level)
-
-
 def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
              finals: dict[str, Any], estimator_table: pd.DataFrame,
              circuit_metrics: dict[str, Any], optimal: dict[str, Any], params: dict[str, Any],
@@ -300,13 +287,10 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
         means = seed_means(metrics)
         variant_params = {v: {**p.agents[v].model_dump(exclude_none=True),
                               "T": p.agent_horizon(v), "delta": p.delta} for v in variants}
-        n_missing = sum(not math.isfinite(x) for m in means.values() for x in m.values())
-        logger.info("quantum_rl: %d variant metrics are not applicable (NaN: agent not run on "
-                    "that environment, or no epochs) and are not logged to MLflow", n_missing)
-        with tempfile.TemporaryDirectory() as tmp, _quiet_nan_warnings():
+        with tempfile.TemporaryDirectory() as tmp:  # NaN: agent not run on that environment
             artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
             log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
-                         artifacts_by_variant=artifacts)
+                         artifacts_by_variant=artifacts, nan_ok=True)
         log_claim_counts(claims, **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()})
     return report, claims
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -224,19 +223,13 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
     if mlflow.active_run() is not None:
         means = seed_means(metrics)
         roles = {v: evaluation.ROLES.get(v, "baseline") for v in means}
+        described = {v: evaluation.DESCRIPTIONS.get(v, {
+            "projection": "H_k (Γ ignored; evaluated at 2SP)",
+            "gradient": f"zeroth order, fixed q = {v.removeprefix('szoht_q')}"})
+            for v in means}
         # metrics that do not apply to a variant are NaN by design (identical names across
-        # variants); core.tracking skips them with one warning each, which would flood the log
-        tracking_log = logging.getLogger("icml25.core.tracking")
-        level = tracking_log.level
-        tracking_log.setLevel(logging.ERROR)
-        try:
-            described = {v: evaluation.DESCRIPTIONS.get(v, {
-                "projection": "H_k (Γ ignored; evaluated at 2SP)",
-                "gradient": f"zeroth order, fixed q = {v.removeprefix('szoht_q')}"})
-                for v in means}
-            log_variants(PIPELINE, means, roles, params_by_variant=described)
-        finally:
-            tracking_log.setLevel(level)
+        # variants): counted in one line instead of a warning each
+        log_variants(PIPELINE, means, roles, params_by_variant=described, nan_ok=True)
         log_claim_counts(claims)
     return report, claims
 
