@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from icml25.core.sweep import shard_seeds
-from icml25.pipelines.ctbench.nodes import _merge_shards
+from icml25.pipelines.ctbench.nodes import _merge_shards, _seed_threads
 
 SEEDS = [2, 10, 1]
 
@@ -31,3 +31,20 @@ def test_each_method_gets_one_table_in_seed_key_order(n):
 def test_tables_that_do_not_split_into_shards_are_refused():
     with pytest.raises(ValueError, match="do not split into 2 seed shards"):
         _merge_shards((_table("ibp", [0]),) * 3, 2)
+
+
+@pytest.mark.parametrize(("omp", "parallel", "n_seeds", "expected"), [
+    (None, 3, 3, 3),   # no budget set: parallel_seeds as configured
+    (None, 3, 1, 1),   # one seed in the shard: one thread
+    ("1", 3, 3, 1),    # a Dask worker (OMP_NUM_THREADS=1): the runner parallelises, not threads
+    ("2", 3, 3, 2),
+    ("x", 4, 3, 3),    # not an integer: no budget
+    (None, 2, 0, 1),   # a shard without a seed still gets a valid pool
+])
+def test_seed_threads_never_exceed_the_seeds_or_the_thread_budget(monkeypatch, omp, parallel,
+                                                                 n_seeds, expected):
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert _seed_threads(parallel, n_seeds) == expected

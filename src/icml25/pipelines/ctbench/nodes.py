@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.device import resolve_device, seed_everything, set_threads, thread_cap
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
 from icml25.core.tracking import (
@@ -137,7 +137,7 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     # seeds train concurrently in threads (torch releases the GIL inside its kernels); every
     # random draw in train_certified comes from the seed's own generator, so results do not
     # depend on the interleaving
-    with ThreadPoolExecutor(max_workers=max(1, p.parallel_seeds)) as pool:
+    with ThreadPoolExecutor(max_workers=_seed_threads(p.parallel_seeds, len(seeds))) as pool:
         outs = dict(zip(seeds, pool.map(run, seeds), strict=True))
     models = {}
     for seed, out in outs.items():
@@ -151,6 +151,15 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
                          "best_epoch": out.best_epoch},
         }
     return models
+
+
+def _seed_threads(parallel_seeds: int, n_seeds: int) -> int:
+    """How many of a shard's seeds run side by side: ``parallel_seeds``, at most one per seed and
+    never above the process's thread budget (``core.device.thread_cap``, ``$OMP_NUM_THREADS``).
+    A Dask worker has a budget of 1: the runner already spreads the shards over the cores, and
+    three seed threads per worker would put 6 busy threads on a 2-core machine."""
+    cap = thread_cap()
+    return max(1, min(parallel_seeds, n_seeds, cap if cap is not None else parallel_seeds))
 
 
 def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str, Any],
@@ -181,7 +190,7 @@ def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str
         return table.assign(seed=int(meta["seed"]), method=method, setting=setting, eps=eps,
                             train_seconds=float(meta["train_seconds"]), **states)
 
-    with ThreadPoolExecutor(max_workers=max(1, p.parallel_seeds)) as pool:
+    with ThreadPoolExecutor(max_workers=_seed_threads(p.parallel_seeds, len(models))) as pool:
         tables = list(pool.map(run, sorted(models)))
     return pd.concat(tables, ignore_index=True)
 
