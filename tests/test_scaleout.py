@@ -91,6 +91,31 @@ def test_cluster_settings_come_from_arguments_then_conf_then_defaults():
         configure(None)
 
 
+def test_local_cluster_workers_keep_glibc_adaptive_malloc_and_one_thread(caplog):
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which halves torch's speed on a worker
+    # (icml25.runners.dask.MALLOC_TRIM); the runner's LocalCluster must leave it unset and keep
+    # the one-thread budget
+    from icml25.runners.dask import MALLOC_TRIM
+
+    runner = DaskRunner(n_workers=1)
+    client, cluster = runner._connect()
+    try:
+        env = next(iter(client.run(lambda: dict(os.environ)).values()))
+        assert MALLOC_TRIM not in env
+        assert env["OMP_NUM_THREADS"] == "1"
+        with caplog.at_level("WARNING"):
+            runner._check_worker_malloc(client)
+        assert MALLOC_TRIM not in caplog.text
+        # a worker started elsewhere with the variable set is named in a warning
+        client.run(lambda: os.environ.update({MALLOC_TRIM: "65536"}))
+        with caplog.at_level("WARNING"):
+            runner._check_worker_malloc(client)
+        assert f"1 Dask worker(s) run with {MALLOC_TRIM} set (65536)" in caplog.text
+    finally:
+        client.close()
+        cluster.close()
+
+
 # ------------------------------------------------------------------------- seed fan-out
 def _variants(room: str) -> list[str]:
     """The names a room fans its seeds out under (``<room>.<name>.shard_<k>``)."""

@@ -40,6 +40,17 @@ from kedro.pipeline.node import Node
 from kedro.runner import AbstractRunner
 from tqdm.auto import tqdm
 
+MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
+"""The glibc variable that Dask's nanny sets to 65536 on every worker (``distributed.nanny.
+pre-spawn-environ``) so that freed memory goes back to the system at once. Setting it also turns
+off glibc's adaptive mmap threshold, so every allocation above 128 KiB (a torch activation or
+gradient) is a fresh ``mmap`` whose pages fault in again at every step. Measured here: 60 steps of
+a small CNN in a thread took 5.9-6.3 s with the variable against 2.9-3.3 s without, with 6.5x the
+page faults; on a 2-worker LocalCluster of this 2-core machine the kernel time reached half of
+all CPU time and steerable's training ran at 1.5 it/s against 5.0 it/s sequentially. The
+LocalCluster that :class:`DaskRunner` starts leaves the variable unset; for a cluster it only
+connects to, it warns when a worker has it."""
+
 logger = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"address": None, "n_workers": 2, "threads_per_worker": 1}
@@ -137,13 +148,32 @@ class DaskRunner(AbstractRunner):
         if cfg["address"]:
             self._logger.info("Connecting to the Dask scheduler at %s", cfg["address"])
             return Client(cfg["address"]), None
-        cluster = LocalCluster(
-            n_workers=cfg["n_workers"], threads_per_worker=cfg["threads_per_worker"],
-            processes=True, dashboard_address=None, silence_logs=logging.WARNING,
-        )
+        import dask
+
+        # the nannies read pre-spawn-environ when they are built, inside this block
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
+            cluster = LocalCluster(
+                n_workers=cfg["n_workers"], threads_per_worker=cfg["threads_per_worker"],
+                processes=True, dashboard_address=None, silence_logs=logging.WARNING,
+            )
         self._logger.info("Started a LocalCluster with %d workers x %d threads",
                           cfg["n_workers"], cfg["threads_per_worker"])
         return Client(cluster), cluster
+
+    def _check_worker_malloc(self, client: Any) -> None:
+        """Warn when a worker runs with ``MALLOC_TRIM_THRESHOLD_`` set (see :data:`MALLOC_TRIM`)."""
+        try:
+            found = client.run(_environ_value, MALLOC_TRIM)
+        except Exception as exc:  # pragma: no cover - a worker that cannot answer
+            self._logger.debug("could not read the workers' environment: %s", exc)
+            return
+        trimmed = sorted(worker for worker, value in found.items() if value is not None)
+        if trimmed:
+            self._logger.warning(
+                "%d Dask worker(s) run with %s set (%s): glibc then maps every allocation above "
+                "128 KiB afresh and torch training runs about 2x slower; start them with the "
+                "Dask config distributed.nanny.pre-spawn-environ.%s: null",
+                len(trimmed), MALLOC_TRIM, found[trimmed[0]], MALLOC_TRIM)
 
     def _run(self, pipeline: Pipeline, catalog: Any, hook_manager: Any = None,
              run_id: str | None = None) -> None:
@@ -157,6 +187,7 @@ class DaskRunner(AbstractRunner):
         client, cluster = self._connect()
         futures: dict[Node, Any] = {}
         try:
+            self._check_worker_malloc(client)
             for node in nodes:
                 datasets = {name: catalog.get(name, fallback_to_runtime_pattern=True)
                             for name in (*node.inputs, *node.outputs) if name not in memory}
@@ -191,6 +222,12 @@ class DaskRunner(AbstractRunner):
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _environ_value(name: str) -> str | None:
+    """``os.environ.get(name)`` where it runs. (A bound ``os.environ.get`` sent with
+    ``client.run`` would carry a pickled copy of the client's environment instead.)"""
+    return os.environ.get(name)
 
 
 def _mlflow_parent() -> tuple[str, str] | None:
