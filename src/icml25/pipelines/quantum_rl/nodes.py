@@ -287,7 +287,8 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
         means = seed_means(metrics)
         variant_params = {v: {**p.agents[v].model_dump(exclude_none=True),
                               "T": p.agent_horizon(v), "delta": p.delta} for v in variants}
-        with tempfile.TemporaryDirectory() as tmp:  # NaN: agent not run on that environment
+        # NaN: agent not run on that environment, or no epochs
+        with tempfile.TemporaryDirectory() as tmp:
             artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
             log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
                          artifacts_by_variant=artifacts, nan_ok=True)
