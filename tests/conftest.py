@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,9 +66,37 @@ def run_pipeline(kedro_project: Path):
         with KedroSession.create(
             project_path=kedro_project, env=env, runtime_params=params
         ) as session:
-            return session.run(pipeline_names=[pipeline])
+            outputs = session.run(pipeline_names=[pipeline])
+        for path in sorted((kedro_project / "data" / "08_reporting").glob("*/claims.json")):
+            check_claims_document(json.loads(path.read_text()), where=str(path))
+        return outputs
 
     return _run
+
+
+def check_claims_document(doc: dict, where: str = "claims.json") -> None:
+    """Fail unless ``doc`` follows ``claims.schema.json`` and its counts match its verdicts.
+
+    Every end-to-end run through :func:`run_pipeline` passes its claims.json through this.
+    """
+    import jsonschema
+
+    from icml25.core.claims import claims_schema
+
+    try:
+        jsonschema.validate(doc, claims_schema())
+    except jsonschema.ValidationError as err:
+        pytest.fail(f"{where}: not a valid claims document: {err.message} at "
+                    f"{list(err.absolute_path)}")
+    verdicts = [c["verdict"] for c in doc["claims"]]
+    assert doc["n_claims"] == len(verdicts), where
+    for verdict in ("holds", "fails", "inconclusive"):
+        assert doc["counts"][verdict] == verdicts.count(verdict), (where, verdict)
+        assert doc[f"n_{verdict}"] == verdicts.count(verdict), (where, verdict)
+    for c in doc["claims"]:
+        assert c["holds"] == (c["verdict"] == "holds"), (where, c["claim"])
+        if c["verdict"] == "holds":  # a holding claim has finite evidence on both sides
+            assert c["ci_low"] is not None and c["ci_high"] is not None, (where, c["claim"])
 
 
 @pytest.fixture

@@ -116,10 +116,23 @@ def seed_means(metrics_by_variant: Mapping[str, Mapping[str, Any]]
 
 
 def log_claim_counts(claims: Mapping[str, Any], **extra: float) -> None:
-    """``claims_holding`` and ``claims_total`` of a claims report (and ``extra`` metrics) on the
-    active (pipeline) run, the numbers the MLflow runs list sorts papers by."""
-    log_metrics({"claims_holding": claims["n_holds"], "claims_total": claims["n_claims"],
+    """A claims report's verdict counts (and ``extra`` metrics) on the active (pipeline) run.
+
+    Metrics ``claims_holding``, ``claims_failing``, ``claims_inconclusive`` and ``claims_total``
+    (the numbers the MLflow runs list sorts papers by), and per claim two tags,
+    ``claim.NN.verdict`` (holds / fails / inconclusive) and ``claim.NN.claim`` (its sentence).
+    """
+    judged = claims["claims"]
+    counts = {v: sum(c["verdict"] == v for c in judged) for v in ("holds", "fails",
+                                                                   "inconclusive")}
+    log_metrics({"claims_holding": counts["holds"], "claims_failing": counts["fails"],
+                 "claims_inconclusive": counts["inconclusive"], "claims_total": len(judged),
                  **extra})
+    tags = {}
+    for i, c in enumerate(judged, start=1):
+        tags[f"claim.{i:02d}.verdict"] = c["verdict"]
+        tags[f"claim.{i:02d}.claim"] = str(c["claim"])[:5000]
+    mlflow.set_tags(tags)
 
 
 def log_variants(
