@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: install run test lint bench viz mlflow clean-outputs
+.PHONY: install run test lint bench viz mlflow clean-outputs tables
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: install lint  ## the whole suite (benchmarks excluded)
 
 bench: install  ## speed and memory measurements (pytest-benchmark)
 	$(BIN)/pytest tests/benchmarks --benchmark-only
+
+tables: install  ## regenerate README's results tables from results/<name>/claims.json
+	$(BIN)/python -m icml25.pipelines.report.results_tables
 
 viz: install
 	$(BIN)/kedro viz run --autoreload

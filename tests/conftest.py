@@ -79,33 +79,9 @@ def check_claims_document(doc: dict, where: str = "claims.json") -> None:
 
     Every end-to-end run through :func:`run_pipeline` passes its claims.json through this.
     """
-    import jsonschema
-
-    from icml25.core.claims import claims_schema
+    from icml25.core.claims import ClaimError, validate_claims_document
 
     try:
-        jsonschema.validate(doc, claims_schema())
-    except jsonschema.ValidationError as err:
-        pytest.fail(f"{where}: not a valid claims document: {err.message} at "
-                    f"{list(err.absolute_path)}")
-    verdicts = [c["verdict"] for c in doc["claims"]]
-    assert doc["n_claims"] == len(verdicts), where
-    for verdict in ("holds", "fails", "inconclusive"):
-        assert doc["counts"][verdict] == verdicts.count(verdict), (where, verdict)
-        assert doc[f"n_{verdict}"] == verdicts.count(verdict), (where, verdict)
-    for c in doc["claims"]:
-        assert c["holds"] == (c["verdict"] == "holds"), (where, c["claim"])
-        if c["verdict"] == "holds":  # a holding claim has finite evidence on both sides
-            assert c["ci_low"] is not None and c["ci_high"] is not None, (where, c["claim"])
-
-
-@pytest.fixture
-def mlflow_tmp(tmp_path: Path) -> Iterator[str]:
-    """Point MLflow at a fresh sqlite store for one test."""
-    previous = mlflow.get_tracking_uri()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    yield uri
-    while mlflow.active_run() is not None:
-        mlflow.end_run()
-    mlflow.set_tracking_uri(previous)
+        validate_claims_document(doc, where)
+    except ClaimError as err:
+        pytest.fail(str(err))

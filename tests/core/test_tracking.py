@@ -78,12 +78,21 @@ def test_seed_means_skip_missing_seeds_and_give_nan_without_a_warning_when_none_
     assert seed_mean([1.0, float("inf"), 2.0]) == 1.5
 
 
-def test_claim_counts_land_on_the_active_run(mlflow_tmp):
+def test_claim_counts_and_verdict_tags_land_on_the_active_run(mlflow_tmp):
     mlflow.set_experiment("demo")
+    claims = {"claims": [{"claim": "a beats b", "verdict": "holds"},
+                         {"claim": "a is below 1.1", "verdict": "fails"},
+                         {"claim": "a matches c", "verdict": "inconclusive"},
+                         {"claim": "a beats d", "verdict": "holds"}]}
     with mlflow.start_run() as run:
-        log_claim_counts({"n_holds": 3, "n_claims": 5}, throughput=12.5)
-    logged = mlflow.get_run(run.info.run_id).data.metrics
-    assert logged == {"claims_holding": 3.0, "claims_total": 5.0, "throughput": 12.5}
+        log_claim_counts(claims, throughput=12.5)
+    data = mlflow.get_run(run.info.run_id).data
+    assert data.metrics == {"claims_holding": 2.0, "claims_failing": 1.0,
+                            "claims_inconclusive": 1.0, "claims_total": 4.0, "throughput": 12.5}
+    assert data.tags["claim.01.verdict"] == "holds"
+    assert data.tags["claim.02.verdict"] == "fails"
+    assert data.tags["claim.03.verdict"] == "inconclusive"
+    assert data.tags["claim.03.claim"] == "a matches c"
 
 
 def test_nan_ok_skips_not_applicable_metrics_with_one_info_line(mlflow_tmp, caplog):

@@ -392,6 +392,33 @@ def claims_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+def validate_claims_document(doc: Any, where: str = "claims.json") -> None:
+    """Raise :class:`ClaimError` unless ``doc`` follows the schema and its counts match its
+    verdicts (the report checks every paper's file with it before building the scorecard)."""
+    import jsonschema
+
+    try:
+        jsonschema.validate(doc, claims_schema())
+    except jsonschema.ValidationError as err:
+        path = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise ClaimError(f"{where}: not a valid claims document: {err.message} at {path}"
+                         ) from None
+    counts = verdict_counts(doc["claims"])
+    problems = [f"{k} is {doc[k]}, the claims say {n}" for k, n in (
+        ("n_holds", counts["holds"]), ("n_fails", counts["fails"]),
+        ("n_inconclusive", counts["inconclusive"]), ("n_claims", len(doc["claims"])))
+        if doc[k] != n]
+    if doc["counts"] != counts:
+        problems.append(f"counts is {doc['counts']}, the claims say {counts}")
+    problems += [f"claim {c['claim']!r}: holds={c['holds']} with verdict {c['verdict']!r}"
+                 for c in doc["claims"] if c["holds"] != (c["verdict"] == "holds")]
+    problems += [f"claim {c['claim']!r} holds without a finite interval"
+                 for c in doc["claims"] if c["verdict"] == "holds"
+                 and (c["ci_low"] is None or c["ci_high"] is None)]
+    if problems:
+        raise ClaimError(f"{where}: inconsistent claims document: " + "; ".join(problems))
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

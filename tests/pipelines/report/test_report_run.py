@@ -4,6 +4,8 @@ import json
 
 import mlflow
 
+from icml25.core.claims import claims_report
+
 
 def test_report_runs_and_is_tracked_in_mlflow(kedro_project, run_pipeline):
     run_pipeline("report", env="test")
@@ -23,6 +25,7 @@ def test_report_runs_and_is_tracked_in_mlflow(kedro_project, run_pipeline):
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert run.data.metrics["papers_run"] == 0.0
+    assert run.data.metrics["claims_inconclusive"] == 0.0
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"scorecard.md", "scorecard.html"} <= artifacts
 
@@ -30,12 +33,15 @@ def test_report_runs_and_is_tracked_in_mlflow(kedro_project, run_pipeline):
 def test_report_reads_a_paper_result_through_the_catalog(kedro_project, run_pipeline):
     folder = kedro_project / "data/08_reporting/wavetoken"
     folder.mkdir(parents=True)
-    (folder / "claims.json").write_text(json.dumps({
-        "pipeline": "wavetoken", "run": {"env": "test", "seeds": [0]},
-        "claims": [{"claim": "c", "metric": "wql", "method": "a", "baseline": "b",
-                    "method_value": 1.0, "baseline_value": 2.0, "holds": True}],
-    }))
+    claims = claims_report(
+        "wavetoken",
+        [{"claim": "c", "metric": "wql", "method": "a", "baseline": "b", "relation": "better",
+          "direction": "lower"}],
+        {"a": {"wql": [1.0, 1.1, 0.9]}, "b": {"wql": [2.0, 2.2, 1.9]}},
+        {"env": "test"}, [0, 1, 2])
+    (folder / "claims.json").write_text(json.dumps(claims))
     run_pipeline("report", env="test")
     card = json.loads((kedro_project / "data/08_reporting/scorecard.json").read_text())
     row = next(r for r in card["papers"] if r["name"] == "wavetoken")
-    assert row["status"] == "1/1 claims hold"
+    assert row["status"] == "1 hold · 0 fail · 0 inconclusive (of 1)"
+    assert (card["n_holds"], card["n_fails"], card["n_inconclusive"]) == (1, 0, 0)

@@ -10,17 +10,31 @@ from icml25.pipelines.report.scorecard import (
 
 PAPERS = [{"name": "alpha", "title": "Alpha <paper>", "arxiv": ""},
           {"name": "beta", "title": "Beta", "arxiv": ""}]
+
+def _claim(**kw):
+    base = {"metric": "wql", "method": "A", "relation": "better", "direction": "lower",
+            "margin": 0.0, "unit": None, "paired": True, "test": "t", "method_std": 0.0,
+            "baseline_std": 0.0, "ci_level": 0.9, "n_pairs": 3, "n_seeds": 3, "reason": ""}
+    return {**base, **kw, "holds": kw["verdict"] == "holds"}
+
+
 CLAIMS = {
-    "pipeline": "alpha", "title": "Alpha",
+    "pipeline": "alpha", "title": "Alpha", "confidence": 0.9,
     "run": {"env": "test", "date": "2026-11-30 10:00 UTC", "commit": "abc", "seeds": [0, 1, 2]},
     "figures": ["figures/a.png", "figures/gone.png"],
     "claims": [
-        {"claim": "A beats B", "metric": "wql", "method": "A", "baseline": "B",
-         "method_value": 0.5, "baseline_value": 0.6, "holds": True, "method_std": 0.01,
-         "baseline_std": 0.02},
-        {"claim": "A < 0.4", "metric": "wql", "method": "A", "baseline": "threshold 0.4",
-         "method_value": 0.5, "baseline_value": 0.4, "holds": False},
+        _claim(claim="A beats B", baseline="B", difference=-0.1, ci_low=-0.12, ci_high=-0.08,
+               method_value=0.5, baseline_value=0.6, verdict="holds", method_std=0.01,
+               baseline_std=0.02),
+        _claim(claim="A < 0.4", baseline="threshold 0.4", difference=0.1, ci_low=0.05,
+               ci_high=0.15, method_value=0.5, baseline_value=0.4, verdict="fails"),
+        _claim(claim="A matches C", baseline="C", relation="within", direction=None,
+               margin=0.05, unit="dataset", difference=0.02, ci_low=-0.03, ci_high=0.07,
+               n_pairs=17, method_value=0.5, baseline_value=0.48, verdict="inconclusive",
+               reason="the interval overlaps the equivalence bound ±0.05"),
     ],
+    "counts": {"holds": 1, "fails": 1, "inconclusive": 1},
+    "n_holds": 1, "n_fails": 1, "n_inconclusive": 1, "n_claims": 3,
 }
 METRICS = {"pipeline": "alpha", "run": {}, "metrics": {"A": {"wql": 0.5}}}
 
@@ -28,9 +42,24 @@ METRICS = {"pipeline": "alpha", "run": {}, "metrics": {"A": {"wql": 0.5}}}
 def test_collect_marks_missing_papers_not_run():
     card = collect(PAPERS, [CLAIMS, None, METRICS, None])
     alpha, beta = card["papers"]
-    assert alpha["status"] == "1/2 claims hold" and alpha["has_metrics"]
+    assert alpha["status"] == "1 hold · 1 fail · 1 inconclusive (of 3)" and alpha["has_metrics"]
+    assert (alpha["n_holds"], alpha["n_fails"], alpha["n_inconclusive"]) == (1, 1, 1)
     assert beta["status"] == NOT_RUN and beta["claims"] == []
-    assert (card["n_run"], card["n_claims"], card["n_holds"]) == (1, 2, 1)
+    assert (card["n_run"], card["n_claims"], card["n_holds"], card["n_fails"],
+            card["n_inconclusive"]) == (1, 3, 1, 1, 1)
+
+
+def test_a_claims_file_without_verdicts_is_named_for_a_rerun():
+    old = {**CLAIMS, "claims": [{"claim": "A beats B", "holds": True}]}
+    with pytest.raises(ValueError, match="alpha's claims.json .* re-run alpha"):
+        collect(PAPERS, [old])
+
+
+def test_an_inconsistent_claims_file_is_refused_before_the_scorecard():
+    with pytest.raises(ValueError, match="n_holds is 2, the claims say 1"):
+        collect(PAPERS, [{**CLAIMS, "n_holds": 2}])
+    with pytest.raises(ValueError, match="not a valid claims document"):
+        collect(PAPERS, [{**CLAIMS, "confidence": 1.5}])
 
 
 def test_unknown_pipeline_and_bad_documents_are_errors():
@@ -43,13 +72,20 @@ def test_unknown_pipeline_and_bad_documents_are_errors():
 def test_markdown_and_html_show_both_numbers_and_verdicts():
     card = collect(PAPERS, [CLAIMS])
     md = to_markdown(card)
-    assert "| A beats B | wql | A | 0.5 ± 0.01 | B | 0.6 ± 0.02 | holds |" in md
-    assert "| A < 0.4 | wql | A | 0.5 | threshold 0.4 | 0.4 | fails |" in md
+    assert ("| A beats B | `A`: 0.5 ± 0.01 | B: 0.6 ± 0.02 | lower | -0.1 [-0.12, -0.08], n=3 (t)"
+            " | holds |") in md
+    assert "| A < 0.4 | `A`: 0.5 | threshold 0.4: 0.4 | lower | 0.1 [0.05, 0.15], n=3 (t) | **fails** |" in md
+    assert ("| within ±0.05 | 0.02 [-0.03, 0.07], n=17 datasets (t) | **inconclusive** (the "
+            "interval overlaps the equivalence bound ±0.05) |") in md
+    assert "| Alpha <paper> | `alpha` | 1 | 1 | 1 |" in md
     assert "`beta` | not run |" in md
+    assert "of 3 claims 1 hold, 1 fail and 1 are inconclusive" in md
     page = to_html(card)
     assert page.startswith("<!doctype html>") and "<script" not in page
     assert "Alpha &lt;paper&gt;" in page  # escaped
     assert page.count("class='holds'") == 1 and page.count("class='fails'") == 1
+    assert page.count("class='inconclusive'") == 1
+    assert "-0.1 [-0.12, -0.08], n=3 (t)" in page
     assert "<section id='alpha'>" in page and "<section id='beta'>" not in page
 
 

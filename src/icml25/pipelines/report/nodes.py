@@ -9,7 +9,13 @@ import mlflow
 
 from icml25.core.params import validate_parameters
 from icml25.pipelines.report.params import ReportParams
-from icml25.pipelines.report.scorecard import collect, load_figures, to_html, to_markdown
+from icml25.pipelines.report.scorecard import (
+    collect,
+    load_figures,
+    to_html,
+    to_markdown,
+    totals_line,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +30,10 @@ def build_scorecard(params: dict[str, Any], run_info: dict[str, Any], *documents
             "papers_run": scorecard["n_run"],
             "claims_total": scorecard["n_claims"],
             "claims_holding": scorecard["n_holds"],
+            "claims_failing": scorecard["n_fails"],
+            "claims_inconclusive": scorecard["n_inconclusive"],
         })
-    logger.info(
-        "scorecard: %d/%d papers run, %d/%d claims hold",
-        scorecard["n_run"], scorecard["n_papers"], scorecard["n_holds"], scorecard["n_claims"],
-    )
+    logger.info("scorecard: %s", totals_line(scorecard))
     return scorecard
 
 

@@ -11,9 +11,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from icml25.core.claims import validate_claims_document
+
 Figures = Mapping[str, Sequence[tuple[str, bytes | None]]]
 
 NOT_RUN = "not run"
+VERDICTS = ("holds", "fails", "inconclusive")
 
 
 def _fmt(value: Any) -> str:
@@ -48,16 +51,25 @@ def collect(papers: Sequence[Mapping[str, Any]], documents: Sequence[Any]) -> di
         name = paper["name"]
         doc = claims.get(name)
         if doc is None:
-            rows.append({**paper, "status": NOT_RUN, "claims": [], "run": None})
+            rows.append({**paper, "status": NOT_RUN, "claims": [], "run": None,
+                         **{f"n_{v}": 0 for v in VERDICTS}, "n_claims": 0})
             continue
-        n_holds = sum(bool(c["holds"]) for c in doc["claims"])
+        judged = list(doc["claims"])
+        for c in judged:
+            if c.get("verdict") not in VERDICTS:
+                raise ValueError(
+                    f"report: {name}'s claims.json has a claim without a verdict "
+                    f"({c.get('claim')!r}); it predates the three-verdict format: re-run {name}")
+        validate_claims_document(doc, f"report: {name}'s claims.json")
+        counts = {v: sum(c["verdict"] == v for c in judged) for v in VERDICTS}
         rows.append({
             **paper,
-            "status": f"{n_holds}/{len(doc['claims'])} claims hold",
-            "n_holds": n_holds,
-            "n_claims": len(doc["claims"]),
-            "claims": list(doc["claims"]),
+            "status": status_line(counts),
+            **{f"n_{v}": counts[v] for v in VERDICTS},
+            "n_claims": len(judged),
+            "claims": judged,
             "run": doc.get("run"),
+            "confidence": doc.get("confidence"),
             "figures": list(doc.get("figures", [])),
             "has_metrics": name in metrics,
         })
@@ -67,8 +79,21 @@ def collect(papers: Sequence[Mapping[str, Any]], documents: Sequence[Any]) -> di
         "n_papers": len(rows),
         "n_run": len(ran),
         "n_claims": sum(r["n_claims"] for r in ran),
-        "n_holds": sum(r["n_holds"] for r in ran),
+        **{f"n_{v}": sum(r[f"n_{v}"] for r in ran) for v in VERDICTS},
     }
+
+
+def status_line(counts: Mapping[str, int]) -> str:
+    """``"5 hold · 2 fail · 1 inconclusive (of 8)"``."""
+    total = sum(counts.values())
+    return (f"{counts['holds']} hold · {counts['fails']} fail · "
+            f"{counts['inconclusive']} inconclusive (of {total})")
+
+
+def totals_line(scorecard: Mapping[str, Any]) -> str:
+    return (f"{scorecard['n_run']} of {scorecard['n_papers']} papers run; of "
+            f"{scorecard['n_claims']} claims {scorecard['n_holds']} hold, {scorecard['n_fails']} "
+            f"fail and {scorecard['n_inconclusive']} are inconclusive.")
 
 
 def _run_cells(run: Mapping[str, Any] | None) -> tuple[str, str, str]:
@@ -79,11 +104,34 @@ def _run_cells(run: Mapping[str, Any] | None) -> tuple[str, str, str]:
 
 
 def _verdict(claim: Mapping[str, Any]) -> str:
-    return "holds" if claim["holds"] else "fails"
+    return str(claim["verdict"])
 
 
 def _with_std(value: Any, std: Any) -> str:
     return f"{_fmt(value)} ± {_fmt(std)}" if std else _fmt(value)
+
+
+def relation_text(claim: Mapping[str, Any]) -> str:
+    """What the claim asserts of the method against the reference, e.g. ``lower``,
+    ``no worse by 0.05 (higher)``, ``within ±0.05``."""
+    margin = claim.get("margin") or 0
+    relation = claim["relation"]
+    if relation == "within":
+        return f"within ±{_fmt(margin)}"
+    if relation == "no_worse":
+        return f"no worse by {_fmt(margin)} ({claim['direction']} is better)"
+    more = f" by > {_fmt(margin)}" if margin else ""
+    return f"{claim['direction']}{more}"
+
+
+def evidence_text(claim: Mapping[str, Any]) -> str:
+    """``-0.09 [-0.10, -0.08], n=5 (t)``: the mean paired difference (method − reference), its
+    interval (each end a one-sided bound at the claim's level) and the pairs."""
+    unit = f" {claim['unit']}s" if claim.get("unit") else ""
+    n = f"n={claim['n_pairs']}{unit}" if claim.get("paired", True) else "unpaired"
+    text = (f"{_fmt(claim.get('difference'))} [{_fmt(claim.get('ci_low'))}, "
+            f"{_fmt(claim.get('ci_high'))}], {n} ({claim.get('test', 't')})")
+    return text
 
 
 def load_figures(scorecard: Mapping[str, Any], reporting_dir: str | Path) -> dict:
@@ -98,35 +146,51 @@ def load_figures(scorecard: Mapping[str, Any], reporting_dir: str | Path) -> dic
     return out
 
 
+def claims_table(claims: Sequence[Mapping[str, Any]], method_label: str = "method") -> list[str]:
+    """A paper's claims as Markdown table lines (the README and the scorecard share it)."""
+    lines = [f"| claim | {method_label} | compared with | asserts | difference [interval] | "
+             "verdict |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        verdict = _verdict(c)
+        shown = verdict if verdict == "holds" else f"**{verdict}**"
+        reason = f" ({c['reason']})" if c.get("reason") and verdict == "inconclusive" else ""
+        lines.append(
+            f"| {c['claim']} | `{c['method']}`: {_with_std(c['method_value'], c.get('method_std'))}"
+            f" | {c['baseline']}: {_with_std(c['baseline_value'], c.get('baseline_std'))} | "
+            f"{relation_text(c)} | {evidence_text(c)} | {shown}{reason} |"
+        )
+    return lines
+
+
 def to_markdown(scorecard: Mapping[str, Any]) -> str:
     """The scorecard as Markdown: a summary table, then each run paper's claims."""
     lines = [
         "# icml25 reproduction scorecard",
         "",
-        f"{scorecard['n_run']} of {scorecard['n_papers']} papers run; "
-        f"{scorecard['n_holds']} of {scorecard['n_claims']} claims hold.",
+        totals_line(scorecard),
         "",
-        "| paper | pipeline | status | run date | env | seeds |",
-        "|---|---|---|---|---|---|",
+        "Each verdict comes from the paired difference method − reference over seeds (or over the",
+        "claim's units); each end of its interval is a one-sided bound at the run's level.",
+        "",
+        "| paper | pipeline | holds | fails | inconclusive | run date | env | seeds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in scorecard["papers"]:
         date, env, seeds = _run_cells(row["run"])
+        if row["status"] == NOT_RUN:
+            counts = f"{NOT_RUN} | | "
+        else:
+            counts = f"{row['n_holds']} | {row['n_fails']} | {row['n_inconclusive']}"
         lines.append(
-            f"| {row['title']} | `{row['name']}` | {row['status']} | {date} | {env} | {seeds} |"
+            f"| {row['title']} | `{row['name']}` | {counts} | {date} | {env} | {seeds} |"
         )
     for row in scorecard["papers"]:
         if not row["claims"]:
             continue
-        lines += ["", f"## {row['name']}", ""]
+        level = row.get("confidence")
+        lines += ["", f"## {row['name']}", "", f"{row['status']}; level {_fmt(level)}.", ""]
         lines += [f"![{rel}]({row['name']}/{rel})" for rel in row.get("figures", [])[:1]]
-        lines += ["", "| claim | metric | method | value | baseline | value | verdict |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in row["claims"]:
-            lines.append(
-                f"| {c['claim']} | {c['metric']} | {c['method']} | "
-                f"{_with_std(c['method_value'], c.get('method_std'))} | {c['baseline']} | "
-                f"{_with_std(c['baseline_value'], c.get('baseline_std'))} | {_verdict(c)} |"
-            )
+        lines += ["", *claims_table(row["claims"])]
     return "\n".join(lines) + "\n"
 
 
@@ -138,6 +202,7 @@ table{border-collapse:collapse;width:100%;margin:1rem 0 2rem}
 th,td{border-bottom:1px solid #dde2e7;padding:.45rem .6rem;text-align:left;vertical-align:top}
 th{background:#f3f5f7;font-weight:600}td.num{font-variant-numeric:tabular-nums;text-align:right}
 .holds{color:#0a7a3e;font-weight:600}.fails{color:#b3261e;font-weight:600}
+.inconclusive{color:#8a5a00;font-weight:600}.why{color:#5b6570;font-size:.85rem}
 .notrun{color:#8a939c}code{background:#f3f5f7;padding:0 .25rem;border-radius:3px}
 section{margin-top:2rem}figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #dde2e7}
 figcaption{color:#5b6570;font-size:.85rem}.missing{color:#b3261e}
@@ -164,17 +229,23 @@ def to_html(scorecard: Mapping[str, Any], figures: Figures | None = None) -> str
         "<title>icml25 reproduction scorecard</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>icml25 reproduction scorecard</h1>",
-        f"<p class='sub'>{scorecard['n_run']} of {scorecard['n_papers']} papers run; "
-        f"{scorecard['n_holds']} of {scorecard['n_claims']} claims hold.</p>",
-        "<table id='summary'><thead><tr><th>paper</th><th>pipeline</th><th>status</th>"
-        "<th>run date</th><th>env</th><th>seeds</th></tr></thead><tbody>",
+        f"<p class='sub'>{e(totals_line(scorecard))} Each verdict comes from the paired "
+        "difference method − reference over seeds (or the claim's units); each end of its "
+        "interval is a one-sided bound at the run's level.</p>",
+        "<table id='summary'><thead><tr><th>paper</th><th>pipeline</th><th>holds</th>"
+        "<th>fails</th><th>inconclusive</th><th>run date</th><th>env</th><th>seeds</th></tr>"
+        "</thead><tbody>",
     ]
     for row in scorecard["papers"]:
         date, env, seeds = _run_cells(row["run"])
-        cls = "notrun" if row["status"] == NOT_RUN else ""
+        if row["status"] == NOT_RUN:
+            cls, counts = "notrun", f"<td colspan='3'>{NOT_RUN}</td>"
+        else:
+            cls = ""
+            counts = "".join(f"<td class='num'>{row[f'n_{v}']}</td>" for v in VERDICTS)
         out.append(
             f"<tr class='{cls}'><td>{e(row['title'])}</td><td><code>{e(row['name'])}</code></td>"
-            f"<td>{e(row['status'])}</td><td>{e(date)}</td><td>{e(env)}</td><td>{e(seeds)}</td></tr>"
+            f"{counts}<td>{e(date)}</td><td>{e(env)}</td><td>{e(seeds)}</td></tr>"
         )
     out.append("</tbody></table>")
     for row in scorecard["papers"]:
@@ -185,10 +256,12 @@ def to_html(scorecard: Mapping[str, Any], figures: Figures | None = None) -> str
             f"<section id='{e(row['name'])}'><h2>{e(row['name'])}</h2>"
             f"<p class='sub'>{e(row['title'])} — commit {e(_fmt(run.get('commit')))}, "
             f"env {e(_fmt(run.get('env')))}, {e(_fmt(run.get('date')))}, seeds "
-            f"{e(_run_cells(run)[2])}; values are seed means ± standard deviation</p>"
+            f"{e(_run_cells(run)[2])}; {e(row['status'])}; values are seed means ± standard "
+            f"deviation; level {e(_fmt(row.get('confidence')))}</p>"
             + "".join(_figure_html(rel, data) for rel, data in (figures or {}).get(row["name"], []))
             + "<table><thead><tr><th>claim</th><th>metric</th><th>method</th><th>value</th>"
-            "<th>compared with</th><th>value</th><th>verdict</th></tr></thead><tbody>"
+            "<th>compared with</th><th>value</th><th>asserts</th><th>difference [interval]</th>"
+            "<th>verdict</th></tr></thead><tbody>"
         )
         for c in row["claims"]:
             verdict = _verdict(c)
@@ -197,7 +270,10 @@ def to_html(scorecard: Mapping[str, Any], figures: Figures | None = None) -> str
                 f"<td class='num'>{e(_with_std(c['method_value'], c.get('method_std')))}</td>"
                 f"<td>{e(str(c['baseline']))}</td>"
                 f"<td class='num'>{e(_with_std(c['baseline_value'], c.get('baseline_std')))}</td>"
-                f"<td class='{verdict}'>{verdict}</td></tr>"
+                f"<td>{e(relation_text(c))}</td><td class='num'>{e(evidence_text(c))}</td>"
+                f"<td class='{verdict}'>{verdict}"
+                + (f"<div class='why'>{e(c['reason'])}</div>" if c.get("reason") else "")
+                + "</td></tr>"
             )
         out.append("</tbody></table></section>")
     out.append("</body></html>\n")

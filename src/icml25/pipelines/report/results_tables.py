@@ -1,0 +1,154 @@
+"""Results tables in the docs, generated from the committed default-run results.
+
+``results/<pipeline>/claims.json`` (and ``metrics.json``) hold each paper's default run, stamped
+with commit, date, config environment and seeds. Every table of verdicts in README.md stands
+between two marker lines and is regenerated from those files, never typed:
+
+``<!-- claims-table:<pipeline> -->`` … ``<!-- /claims-table:<pipeline> -->``
+    that paper's claims with the evidence for each verdict;
+``<!-- verdict-counts -->`` … ``<!-- /verdict-counts -->``
+    the table of all papers with their verdict counts.
+
+``python -m icml25.pipelines.report.results_tables`` rewrites the blocks in place (``make
+tables``); ``--check`` exits 1 and names the stale blocks instead (a test runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from icml25.pipelines.report.scorecard import VERDICTS, claims_table
+
+PROJECT_ROOT = Path(__file__).resolve().parents[4]
+_BLOCK = re.compile(
+    r"(?P<open><!-- (?P<kind>claims-table|verdict-counts)(?::(?P<name>[a-z0-9_]+))? -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- /(?P=kind)(?::(?P=name))? -->)",
+    re.DOTALL,
+)
+
+
+def load_results(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{pipeline: claims document}`` of every ``results/<pipeline>/claims.json``."""
+    out = {}
+    for path in sorted(results_dir.glob("*/claims.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("pipeline") != path.parent.name:
+            raise ValueError(f"{path}: names pipeline {doc.get('pipeline')!r}, not its folder")
+        out[path.parent.name] = doc
+    return out
+
+
+def stamp(doc: Mapping[str, Any]) -> str:
+    """``commit abc1234, 2026-12-01 21:03 UTC, env local (conf/base), seeds 0–4``."""
+    run = doc.get("run", {})
+    seeds = ", ".join(str(s) for s in run.get("seeds", []))
+    env = run.get("env", "?")
+    where = f"env `{env}`" + (" (conf/base)" if env in ("local", "base") else "")
+    return (f"Default run: commit `{run.get('commit', '?')}`, {run.get('date', '?')}, {where}, "
+            f"seeds [{seeds}], level {doc.get('confidence', '?')} (each end of an interval is a "
+            "one-sided bound at that level; difference = method − reference).")
+
+
+def claims_block(doc: Mapping[str, Any] | None, name: str) -> str:
+    if doc is None:
+        return (f"*No default-run results committed for `{name}` yet (`results/{name}/` is "
+                "empty): run `kedro run --pipeline=" + name + "` and `make tables`.*\n")
+    counts = {v: sum(c["verdict"] == v for c in doc["claims"]) for v in VERDICTS}
+    lines = [stamp(doc), "",
+             f"**{counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} "
+             f"inconclusive** of {len(doc['claims'])} claims.", "",
+             *claims_table(doc["claims"])]
+    return "\n".join(lines) + "\n"
+
+
+def counts_block(papers: Sequence[Mapping[str, Any]],
+                 results: Mapping[str, Mapping[str, Any]]) -> str:
+    lines = ["| paper | command | holds | fails | inconclusive | default run |",
+             "|---|---|---|---|---|---|"]
+    for paper in papers:
+        name = paper["name"]
+        cmd = f"`kedro run --pipeline={name}`"
+        doc = results.get(name)
+        if doc is None:
+            lines.append(f"| {paper['title']} | {cmd} | — | — | — | not run |")
+            continue
+        counts = {v: sum(c["verdict"] == v for c in doc["claims"]) for v in VERDICTS}
+        run = doc.get("run", {})
+        lines.append(
+            f"| {paper['title']} | {cmd} | {counts['holds']} | {counts['fails']} | "
+            f"{counts['inconclusive']} | [{run.get('date', '?')}](#{name}) |")
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str, papers: Sequence[Mapping[str, Any]],
+           results: Mapping[str, Mapping[str, Any]]) -> str:
+    """``text`` with every marked block regenerated."""
+    known = {p["name"] for p in papers}
+
+    def replace(match: re.Match[str]) -> str:
+        kind, name = match["kind"], match["name"]
+        if kind == "claims-table":
+            if name not in known:
+                raise ValueError(f"claims-table block names an unknown pipeline {name!r}")
+            body = claims_block(results.get(name), name)
+        else:
+            body = counts_block(papers, results)
+        return match["open"] + body + match["close"]
+
+    return _BLOCK.sub(replace, text)
+
+
+def papers_list(project: Path) -> list[dict[str, Any]]:
+    conf = yaml.safe_load((project / "conf/base/parameters_report.yml").read_text("utf-8"))
+    return list(conf["report"]["papers"])
+
+
+def stale_blocks(text: str, rendered: str) -> list[str]:
+    """Names of the blocks whose body differs between ``text`` and ``rendered``."""
+    old = {(m["kind"], m["name"]): m["body"] for m in _BLOCK.finditer(text)}
+    new = {(m["kind"], m["name"]): m["body"] for m in _BLOCK.finditer(rendered)}
+    return [f"{k}:{n}" if n else k for (k, n) in old if old[(k, n)] != new[(k, n)]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 and name the stale blocks instead of rewriting them")
+    parser.add_argument("--project", type=Path, default=PROJECT_ROOT)
+    parser.add_argument("files", nargs="*", type=Path,
+                        help="Markdown files with marked blocks (default: README.md)")
+    args = parser.parse_args(argv)
+    project = args.project
+    papers = papers_list(project)
+    results = load_results(project / "results")
+    unknown = sorted(set(results) - {p["name"] for p in papers})
+    if unknown:
+        print(f"results/ has folders for unknown pipelines: {unknown}", file=sys.stderr)
+        return 2
+    stale = []
+    for path in args.files or [project / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        rendered = render(text, papers, results)
+        if args.check:
+            stale += [f"{path.name}: {b}" for b in stale_blocks(text, rendered)]
+        elif rendered != text:
+            path.write_text(rendered, encoding="utf-8")
+            print(f"{path}: regenerated")
+    if stale:
+        print("stale results tables (run `make tables`):\n  " + "\n  ".join(stale),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

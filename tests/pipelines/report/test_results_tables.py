@@ -1,0 +1,91 @@
+"""The docs' results tables are generated from the committed results and cannot drift."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from icml25.core.claims import claims_report, validate_claims_document
+from icml25.pipelines.report.results_tables import (
+    load_results,
+    main,
+    papers_list,
+    render,
+    stale_blocks,
+)
+
+PROJECT = Path(__file__).resolve().parents[3]
+PAPERS = [{"name": "alpha", "title": "Alpha"}, {"name": "beta", "title": "Beta"}]
+
+
+def _doc(name="alpha"):
+    return claims_report(
+        name,
+        [{"claim": "A beats B", "metric": "wql", "method": "A", "baseline": "B",
+          "relation": "better", "direction": "lower"},
+         {"claim": "A matches B", "metric": "wql", "method": "A", "baseline": "B",
+          "relation": "within", "margin": 0.01}],
+        {"A": {"wql": [0.5, 0.52, 0.51]}, "B": {"wql": [0.6, 0.61, 0.63]}},
+        {"env": "local", "date": "2026-12-01 20:00 UTC", "commit": "abc1234"}, [0, 1, 2])
+
+
+def test_blocks_are_filled_from_the_results_and_stale_ones_are_named():
+    text = ("intro\n<!-- verdict-counts -->\nold\n<!-- /verdict-counts -->\n"
+            "<!-- claims-table:alpha -->\n| typed | by hand |\n<!-- /claims-table:alpha -->\n"
+            "<!-- claims-table:beta -->\n<!-- /claims-table:beta -->\nend\n")
+    out = render(text, PAPERS, {"alpha": _doc()})
+    assert out.startswith("intro\n") and out.endswith("end\n")
+    assert "| Alpha | `kedro run --pipeline=alpha` | 1 | 1 | 0 |" in out
+    assert "| Beta | `kedro run --pipeline=beta` | — | — | — | not run |" in out
+    assert "commit `abc1234`, 2026-12-01 20:00 UTC, env `local` (conf/base), seeds [0, 1, 2]" in out
+    assert "**1 hold, 1 fail, 0 inconclusive** of 2 claims." in out
+    assert "| A beats B | `A`: 0.51 ± 0.01 | B: 0.6133 ± 0.01528 | lower |" in out
+    assert "| typed | by hand |" not in out
+    assert "No default-run results committed for `beta`" in out
+    assert render(out, PAPERS, {"alpha": _doc()}) == out  # idempotent
+    assert sorted(stale_blocks(text, out)) == ["claims-table:alpha", "claims-table:beta",
+                                               "verdict-counts"]
+    assert stale_blocks(out, out) == []
+    with pytest.raises(ValueError, match="unknown pipeline 'gamma'"):
+        render("<!-- claims-table:gamma -->\n<!-- /claims-table:gamma -->", PAPERS, {})
+
+
+def test_check_mode_fails_on_a_stale_file_and_write_mode_fixes_it(tmp_path):
+    (tmp_path / "conf/base").mkdir(parents=True)
+    (tmp_path / "conf/base/parameters_report.yml").write_text(
+        "report:\n  papers:\n    - {name: alpha, title: Alpha}\n")
+    (tmp_path / "results/alpha").mkdir(parents=True)
+    (tmp_path / "results/alpha/claims.json").write_text(json.dumps(_doc()))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- claims-table:alpha -->\nstale\n<!-- /claims-table:alpha -->\n")
+    assert main(["--check", "--project", str(tmp_path)]) == 1
+    assert main(["--project", str(tmp_path)]) == 0
+    assert main(["--check", "--project", str(tmp_path)]) == 0
+    (tmp_path / "results/alpha/claims.json").write_text(json.dumps(_doc("beta")))
+    with pytest.raises(ValueError, match="names pipeline 'beta', not its folder"):
+        main(["--check", "--project", str(tmp_path)])
+
+
+def test_committed_results_are_valid_and_stamped():
+    results = load_results(PROJECT / "results")
+    known = {p["name"] for p in papers_list(PROJECT)}
+    assert set(results) <= known
+    for name, doc in results.items():
+        validate_claims_document(doc, f"results/{name}/claims.json")
+        run = doc["run"]
+        assert run.get("commit") and run.get("date") and run.get("env") and run["seeds"], name
+        metrics = json.loads((PROJECT / "results" / name / "metrics.json").read_text())
+        assert metrics["pipeline"] == name and metrics["run"]["seeds"] == run["seeds"]
+
+
+def test_readme_tables_match_the_committed_results():
+    assert main(["--check", "--project", str(PROJECT)]) == 0, (
+        "README.md's results tables differ from results/: run `make tables`")
+
+
+def test_readme_has_one_claims_table_per_paper():
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    names = re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text)
+    assert sorted(names) == sorted(p["name"] for p in papers_list(PROJECT))
+    assert text.count("<!-- verdict-counts -->") == 1
