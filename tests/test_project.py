@@ -56,6 +56,8 @@ def test_each_paper_has_dvc_stage_test_config_and_readme_row(name):
     assert stage["cmd"] == f"kedro run --pipeline={name}"
     assert f"src/icml25/pipelines/{name}" in stage["deps"]
     assert any(f"parameters_{name}.yml" in next(iter(p)) for p in stage["params"])
+    # the claims' level is a parameter of every paper's verdicts
+    assert {"conf/base/parameters.yml": ["claims_confidence"]} in stage["params"]
     metrics = [next(iter(m)) for m in stage["metrics"]]
     assert f"data/08_reporting/{name}/metrics.json" in metrics
     assert (ROOT / "conf" / "test" / f"parameters_{name}.yml").exists()
