@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 
-def _claims(project: Path) -> dict[str, tuple[bool, str]]:
-    """``{"<pipeline>: <claim>": (holds, method value as JSON)}`` of every claims.json the run
+def _claims(project: Path) -> dict[str, tuple[str, str]]:
+    """``{"<pipeline>: <claim>": (verdict, method value as JSON)}`` of every claims.json the run
     wrote (JSON text, so that two NaNs compare equal)."""
     found = {}
     for path in sorted((project / "data" / "08_reporting").glob("*/claims.json")):
         report = json.loads(path.read_text())
         for claim in report["claims"]:
             found[f"{report['pipeline']}: {claim['claim']}"] = (
-                claim["holds"], json.dumps(claim.get("method_value")))
+                claim["verdict"], json.dumps(claim.get("method_value")))
     return found
 
 
