@@ -25,7 +25,9 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert math.isfinite(values["val_ppl"]) and values["val_ppl"] > 1
         assert values["state_floats_formula_abs_error"] == 0, variant
     assert len(metrics["per_seed"]["adamw"]["val_ppl"]) == 2  # test seeds [0, 1]
-    assert len(metrics["per_seed"]["signsgd"]["val_ppl"]) == 1  # its own seeds
+    # every variant on the same seeds: the claims pair them by seed
+    assert {len(metrics["per_seed"][v]["val_ppl"]) for v in VARIANTS} == {2}
+    assert metrics["per_seed"]["adamw"]["val_ppl_over_adamw"] == [1.0, 1.0]
     assert metrics["metrics"]["signsgd"]["state_floats"] == 0
     assert metrics["corpus"]["source"] == "stdlib_docs" and len(metrics["corpus"]["sha256"]) == 64
     assert metrics["curves"]["frugal_block_025"]["0"]
@@ -33,15 +35,23 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "frugal" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) >= 10
+    assert claims["confidence"] == 0.90 and claims["run"]["seeds"] == [0, 1]
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
+        assert claim["n_seeds"] == 2 and claim["ci_level"] == 0.90
         if claim["baseline"] in metrics["metrics"]:
             assert claim["baseline_value"] == pytest.approx(
                 metrics["metrics"][claim["baseline"]][claim["metric"]])
         assert claim["method_value"] == pytest.approx(
             metrics["metrics"][claim["method"]][claim["metric"]])
     exact = next(c for c in claims["claims"] if c["metric"] == "state_floats_rho_abs_error")
-    assert exact["holds"]  # 4 layers x 7 tensors, rho 0.25: the blocks align with one layer
+    # 4 layers x 7 tensors, rho 0.25: the blocks align with one layer
+    assert exact["verdict"] == "holds" and exact["test"] == "exact"
+    for metric, baseline in [("state_floats", "galore_025"), ("state_floats", "adamw")]:
+        memory = next(c for c in claims["claims"]
+                      if c["metric"] == metric and c["baseline"] == baseline)
+        assert memory["verdict"] == "holds" and memory["test"] == "exact"
     assert {p.name for p in (out / "figures").iterdir()} == {"val_ppl_curves.png",
                                                              "ppl_vs_state_memory.png"}
     assert (out / "results_table.csv").read_text().count("\n") == len(VARIANTS) + 1

@@ -63,15 +63,27 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "malot" and claims["run"]["env"] == "test"
-    assert claims["n_claims"] == len(claims["claims"]) == 9
+    assert claims["n_claims"] == len(claims["claims"]) == 10
+    assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
-        if claim["baseline"] in metrics["metrics"]:
+        if claim["unit"] == "theorem":  # paired over the 12 synthetic held-out theorems
+            assert claim["n_pairs"] == 12 and claim["n_seeds"] == 2
+            per_theorem = metrics["per_unit"][claim["method"]][claim["metric"]]
+            assert claim["method_value"] == pytest.approx(
+                sum(sum(v) / len(v) for v in per_theorem.values()) / len(per_theorem))
+        elif claim["method"] in metrics["metrics"]:
             assert claim["method_value"] == pytest.approx(
                 metrics["metrics"][claim["method"]][claim["metric"]])
-    sound = next(c for c in claims["claims"] if c["metric"] == "false_suite_accepted")
-    assert sound["holds"] and sound["method_value"] == 0
+    solved = metrics["per_unit"]["ma_lot"]["solved_by_theorem"]
+    assert sum(sum(v) for v in solved.values()) / (2 * len(solved)) == pytest.approx(
+        metrics["metrics"]["ma_lot"]["acc_minilean"])
+    for metric in ("false_suite_accepted", "random_accepted_with_counterexample"):
+        sound = next(c for c in claims["claims"] if c["metric"] == metric)
+        assert sound["verdict"] == "holds" and sound["test"] == "exact"
+        assert sound["method_value"] == 0
 
     assert {p.name for p in (out / "figures").iterdir()} == {"rounds.png", "errors.png",
                                                              "lot_rounds.png"}

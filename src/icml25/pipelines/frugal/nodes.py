@@ -160,11 +160,15 @@ def _per_seed_metrics(results: list[dict[str, Any]]) -> dict[str, dict[str, list
     for res in results:
         metrics[res["variant"]] = {
             m: [math.nan if r[m] is None else float(r[m]) for r in res["runs"]] for m in METRICS}
-    # perplexity relative to full AdamW's seed mean (the paper: FRUGAL "close to" AdamW)
-    reference = metrics.get("adamw", {}).get("val_ppl")
-    ref = float(np.mean(reference)) if reference else math.nan
-    for values in metrics.values():
-        values["val_ppl_over_adamw"] = [v / ref for v in values["val_ppl"]]
+    # perplexity relative to full AdamW's on the same seed (the paper: FRUGAL "close to" AdamW);
+    # NaN for a seed AdamW did not run
+    adamw = next((res for res in results if res["variant"] == "adamw"), None)
+    ref = ({r["seed"]: math.nan if r["val_ppl"] is None else float(r["val_ppl"])
+            for r in adamw["runs"]} if adamw else {})
+    for res in results:
+        metrics[res["variant"]]["val_ppl_over_adamw"] = [
+            v / ref.get(r["seed"], math.nan)
+            for r, v in zip(res["runs"], metrics[res["variant"]]["val_ppl"], strict=True)]
     return metrics
 
 
@@ -197,9 +201,10 @@ def results_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[str, Any],
-            *shard_results: dict[str, Any]) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
-    """metrics.json, claims.json, the results table and figures from every variant's seed
-    shards; MLflow child runs."""
+            confidence: float, *shard_results: dict[str, Any]
+            ) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
+    """metrics.json, claims.json (paired by seed, one-sided bounds at ``confidence``), the
+    results table and figures from every variant's seed shards; MLflow child runs."""
     p = _params(params)
     results = _merge_shards(list(shard_results))
     metrics = _per_seed_metrics(results)
@@ -207,7 +212,10 @@ def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
                            p.seeds, title="FRUGAL (ICML 2025)",
                            figures=["figures/val_ppl_curves.png",
-                                    "figures/ppl_vs_state_memory.png"])
+                                    "figures/ppl_vs_state_memory.png"],
+                           confidence=confidence,
+                           seeds_of={res["variant"]: [r["seed"] for r in res["runs"]]
+                                     for res in results})
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
         "corpus": corpus_meta,
         "curves": {res["variant"]: {str(r["seed"]): r["curve"] for r in res["runs"]}

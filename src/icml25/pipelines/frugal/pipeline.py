@@ -48,7 +48,8 @@ def create_pipeline(**kwargs) -> Pipeline:
     ]
     report = [
         node(nodes.compare,
-             ["frugal.corpus_meta", P, "run_info", *(f"{s}.results" for s in shards)],
+             ["frugal.corpus_meta", P, "run_info", "params:claims_confidence",
+              *(f"{s}.results" for s in shards)],
              ["frugal.metrics", "frugal.claims", "frugal.results_table", "frugal.figures"],
              name="compare", namespace=ns),
     ]

@@ -428,15 +428,55 @@ def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
             out.setdefault("proofs_verified", []).append(float(len(verified)))
         gains = np.asarray(out["round_gain_total"])
         out["seeds_with_round_gain"] = [float((gains > 0).mean())]  # one value for the run
+        out["round_gain_positive"] = [float(g > 0) for g in gains]  # per seed: 1 if rounds help
         metrics[variant] = out
     return metrics
+
+
+def theorem_metrics(solved: pd.DataFrame, rounds: int, seeds: list[int]
+                    ) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per variant, per synthetic held-out theorem, per seed (``{variant: {metric: {theorem:
+    [value per seed]}}}``): ``solved_by_theorem`` (1 if a complete proof was found within the
+    whole budget, else 0; its mean over theorems is ``acc_minilean``) and the per-theorem round
+    gains ``round_gain_<r>_by_theorem`` and ``round_gain_total_by_theorem`` (1 where round r,
+    or the rounds together, turned the theorem from unsolved to solved). The claims pair the
+    variants over these theorems: the problems, not the seeds, are the replication."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    if not len(solved):
+        return out
+    syn = solved[solved["set"] == "synthetic"]
+    for variant in [v for v in ROLES if v in set(syn["variant"])]:
+        rows = syn[syn["variant"] == variant]
+        by_round: dict[int, dict[str, list[float]]] = {r: {} for r in range(rounds + 1)}
+        for seed in seeds:
+            s = rows[rows["seed"] == seed]
+            for name, r_solved in zip(s["name"], s["solved_round"], strict=True):
+                for r in range(rounds + 1):
+                    by_round[r].setdefault(str(name), []).append(
+                        float(0 <= int(r_solved) <= r))
+        names = list(by_round[rounds])
+        values = {"solved_by_theorem": {n: by_round[rounds][n] for n in names}}
+        for r in range(1, rounds + 1):
+            values[f"round_gain_{r}_by_theorem"] = {
+                n: [b - a for a, b in zip(by_round[r - 1][n], by_round[r][n], strict=True)]
+                for n in names}
+        values["round_gain_total_by_theorem"] = {
+            n: [b - a for a, b in zip(by_round[0][n], by_round[rounds][n], strict=True)]
+            for n in names}
+        out[variant] = values
+    return out
 
 
 def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.DataFrame,
                  lot_attempts: pd.DataFrame, coverage: pd.DataFrame, soundness: pd.DataFrame,
                  corrections: pd.DataFrame, lot_training: pd.DataFrame, params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from this run's own results; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from this run's own results; MLflow child runs.
+
+    The claims are judged by :mod:`icml25.core.claims` at ``confidence`` (one-sided bounds):
+    accuracy claims pair the variants over the synthetic held-out theorems
+    (:func:`theorem_metrics`), the checker's soundness counts are exact."""
     p = _params(params)
     lot_tokens = ({v: float(g["tokens"].mean()) for v, g in lot_solved.groupby("variant")}
                   if len(lot_solved) else {})
@@ -456,14 +496,19 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
     for split, group in coverage.groupby("split"):
         checker[f"fragment_coverage_{split}"] = float(group["in_fragment"].mean())
         checker[f"fragment_in_{split}"] = float(group["in_fragment"].sum())
-    claim_metrics = {**metrics, "checker:minilean": checker}
+    by_theorem = theorem_metrics(solved, p.budget.rounds, p.seeds)
+    claim_metrics = {v: {**values, **by_theorem.get(v, {})} for v, values in metrics.items()}
+    claim_metrics["checker:minilean"] = checker
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
                            p.seeds, title="MA-LoT (ICML 2025)",
                            figures=["figures/rounds.png", "figures/lot_rounds.png",
-                                    "figures/errors.png"])
+                                    "figures/errors.png"],
+                           confidence=confidence, seeds_of={v: p.seeds for v in metrics})
     histogram = (attempts[attempts["error_category"] != ""]
                  .groupby(["variant", "error_category"]).size().unstack(fill_value=0))
-    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
+    # per-theorem values go to metrics.json's per_unit; MLflow gets the per-seed metrics only
+    report = metrics_report(PIPELINE, {v: dict(claim_metrics[v]) for v in metrics}, run_info,
+                            p.seeds, extra={
         "checker": checker,
         "budget": p.budget.model_dump(),
         "verifier_backend": p.verifier.backend,

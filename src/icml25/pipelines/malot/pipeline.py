@@ -83,7 +83,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.judge_claims,
              ["malot.solved", "malot.attempts", "malot.lot_solved", "malot.lot_attempts",
               "malot.fragment_coverage", "malot.soundness", "malot.synth_corrections",
-              "malot.lot_training", P, "run_info"],
+              "malot.lot_training", P, "run_info", "params:claims_confidence"],
              ["malot.metrics", "malot.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_results, ["malot.metrics", "malot.attempts", P], "malot.figures",
              name="plot_results", namespace=ns),
