@@ -39,8 +39,13 @@ def test_fpo_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["n_claims"] == len(claims["claims"]) == 13
+    assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] is (claim["verdict"] == "holds")
+        assert claim["n_seeds"] == 2
+        # reward and win-rate claims pair over the 12 + 4 evaluation prompts, the rest over seeds
+        assert claim["n_pairs"] == (16 if claim["unit"] == "prompt" else 2), claim["claim"]
         if claim["baseline"] in metrics["metrics"]:
             assert claim["baseline_value"] == pytest.approx(
                 metrics["metrics"][claim["baseline"]][claim["metric"]])
@@ -76,3 +81,33 @@ def test_fpo_bad_parameters_fail_before_any_work(kedro_project, run_pipeline):
     with pytest.raises(ParameterError, match=r"fpo\.align\.methods"):
         run_pipeline("fpo", env="test", params={"fpo": {"align": {"methods": ["ppo"]}}})
     assert not (kedro_project / "data/01_raw/fpo").exists()
+
+
+def test_prompt_metrics_pairs_rewards_and_wins_over_prompts():
+    from icml25.pipelines.fpo.nodes import prompt_metrics
+
+    rows = []
+    for variant, r in {"sft": [[0.0, 1.0], [0.0, 1.0]], "fpo": [[1.0, 1.0], [0.0, 2.0]],
+                       "dpo": [[2.0, 0.0], [0.0, 0.5]]}.items():
+        for seed in (1, 0):  # stored out of order: values follow the seed order
+            rows += [{"variant": variant, "seed": seed, "temperature": 0.0, "prompt": i,
+                      "reward": r[seed][i]} for i in range(2)]
+    gens = pd.DataFrame(rows)
+    metrics = {v: {"mean_reward_t0": [0.0, 0.0], "entropy": [1.0, 2.0]}
+               for v in ("sft", "fpo", "dpo")}
+    specs = [{"claim": "a", "metric": "mean_reward_t0", "unit": "prompt"},
+             {"claim": "b", "metric": "win_vs_sft_t0", "unit": "prompt"},
+             {"claim": "c", "metric": "fpo_win_rate_against_t0", "unit": "prompt"},
+             {"claim": "d", "metric": "entropy", "unit": None}]
+    out = prompt_metrics(gens, metrics, specs)
+    assert out["fpo"]["mean_reward_t0"] == {"p0000": [1.0, 0.0], "p0001": [1.0, 2.0]}
+    assert out["fpo"]["win_vs_sft_t0"] == {"p0000": [1.0, 0.5], "p0001": [0.5, 1.0]}
+    assert out["dpo"]["fpo_win_rate_against_t0"] == {"p0000": [0.0, 0.5], "p0001": [1.0, 1.0]}
+    assert out["sft"]["entropy"] == [1.0, 2.0]
+    assert metrics["fpo"]["mean_reward_t0"] == [0.0, 0.0]  # not modified
+    with pytest.raises(ValueError, match="only 'prompt'"):
+        prompt_metrics(gens, metrics, [{**specs[0], "unit": "sentence"}])
+    with pytest.raises(ValueError, match="both per prompt and per seed"):
+        prompt_metrics(gens, metrics, [specs[0], {**specs[0], "unit": None}])
+    with pytest.raises(ValueError, match="no per-prompt values"):
+        prompt_metrics(gens, metrics, [{**specs[3], "unit": "prompt"}])

@@ -67,8 +67,16 @@ def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "twa" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) == 8
+    assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] is (claim["verdict"] == "holds")
+        assert claim["n_seeds"] == 2
+        if claim["unit"] == "sentence":  # oracle MQM paired over the 20 test sentences
+            assert claim["metric"] == "test_oracle_mqm" and claim["test"] == "bootstrap"
+            assert claim["n_pairs"] == 20
+        else:
+            assert claim["n_pairs"] == 2
         assert claim["method_value"] == pytest.approx(
             metrics["metrics"][claim["method"]][claim["metric"]])
         assert claim["baseline_value"] == pytest.approx(
@@ -147,3 +155,24 @@ def test_real_checkpoint_is_required_with_mqm_files(tmp_path):
         validate_parameters(TwaParams, params, "twa")
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     assert validate_parameters(TwaParams, params, "twa").real.enabled
+
+
+def test_claim_metrics_pairs_oracle_mqm_over_test_sentences():
+    from icml25.pipelines.twa.nodes import claim_metrics
+
+    results = {"variants": {"a": {"test_oracle_mqm": [1.0, 2.0], "test_chrf": [50.0, 51.0]},
+                            "b": {"test_oracle_mqm": [3.0, 3.0], "test_chrf": [49.0, 48.0]}},
+               "segments": {"a": [[0.0, 2.0], [1.0, 3.0]], "b": [[5.0, 1.0], [5.0, 1.0]]}}
+    unit = {"claim": "x", "metric": "test_oracle_mqm", "unit": "sentence"}
+    seed = {"claim": "y", "metric": "test_chrf", "unit": None}
+    out = claim_metrics(results, [unit, seed])
+    assert out["a"]["test_oracle_mqm"] == {"s0000": [0.0, 1.0], "s0001": [2.0, 3.0]}
+    assert out["b"]["test_chrf"] == [49.0, 48.0]
+    assert results["variants"]["a"]["test_oracle_mqm"] == [1.0, 2.0]  # not modified
+    # the mean over sentences of a seed's segments is that seed's metric
+    assert [sum(v[s] for v in out["a"]["test_oracle_mqm"].values()) / 2 for s in (0, 1)] == \
+        results["variants"]["a"]["test_oracle_mqm"]
+    with pytest.raises(ValueError, match="only unit 'sentence'"):
+        claim_metrics(results, [{**seed, "unit": "sentence"}])
+    with pytest.raises(ValueError, match="both per sentence and per seed"):
+        claim_metrics(results, [unit, {**unit, "unit": None}])

@@ -431,19 +431,69 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
     return pd.DataFrame(gens), table
 
 
-def judge_claims(table: pd.DataFrame, sae_report: dict[str, Any],
+def prompt_metrics(generations: pd.DataFrame, metrics: dict[str, dict[str, list[float]]],
+                   claims: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metrics the claims are judged on: the per-seed metrics, except that a metric a claim
+    pairs over the evaluation prompts (``unit: prompt``) becomes ``{prompt: [per-seed values]}``
+    from the judged generations — ``mean_reward_<t>`` (r* of the response),
+    ``win_vs_sft_<t>`` (score against SFT's response of the same seed) and
+    ``fpo_win_rate_against_<t>`` (FPO's score against the variant's response of the same seed);
+    a seed's mean over the prompts is that seed's metric."""
+    per_prompt = {c["metric"] for c in claims if c.get("unit") is not None}
+    for c in claims:
+        unit = c.get("unit")
+        if unit is not None and unit != "prompt":
+            raise ValueError(f"fpo: claim {c['claim']!r} pairs over {unit!r}; only 'prompt'")
+        if unit is None and c["metric"] in per_prompt:
+            raise ValueError(f"fpo: {c['metric']!r} judged both per prompt and per seed; give "
+                             "every claim on it unit: prompt")
+    out: dict[str, Any] = {v: dict(m) for v, m in metrics.items()}
+    if not per_prompt:
+        return out
+    temps = {f"t{t:g}": float(t) for t in generations["temperature"].unique()}
+    rewards: dict[tuple[str, str], np.ndarray] = {}  # (variant, t) -> seeds x prompts
+    for (variant, temp), g in generations.groupby(["variant", "temperature"], sort=False):
+        table = g.pivot(index="seed", columns="prompt", values="reward").sort_index()
+        rewards[(variant, f"t{temp:g}")] = table.to_numpy(dtype=float)
+    for metric in per_prompt:
+        kind, _, t = metric.rpartition("_")
+        if t not in temps or kind not in ("mean_reward", "win_vs_sft", "fpo_win_rate_against"):
+            raise ValueError(f"fpo: no per-prompt values for {metric!r}; per-prompt metrics are "
+                             f"mean_reward_, win_vs_sft_, fpo_win_rate_against_ at {sorted(temps)}")
+        for variant in metrics:
+            r = rewards[(variant, t)]
+            if kind == "mean_reward":
+                vals = r
+            elif kind == "win_vs_sft":
+                vals = win_scores(r, rewards[("sft", t)])
+            else:
+                vals = win_scores(rewards[("fpo", t)], r)
+            out[variant][metric] = {f"p{i:04d}": vals[:, i].tolist()
+                                    for i in range(vals.shape[1])}
+    return out
+
+
+def judge_claims(table: pd.DataFrame, generations: pd.DataFrame, sae_report: dict[str, Any],
                  preference_report: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the evaluation table; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the evaluation table; MLflow child runs.
+
+    Reward and win-rate claims with ``unit: prompt`` pair the variants over the evaluation
+    prompts (each prompt's value averaged over the seeds, :func:`prompt_metrics`); every other
+    claim pairs over the seeds."""
     p = _params(params)
     if table.empty:
         raise ValueError("fpo evaluation table is empty")
     metric_cols = [c for c in table.columns if c not in ("variant", "seed")]
     metrics = {v: {c: g.sort_values("seed")[c].astype(float).tolist() for c in metric_cols}
                for v, g in table.groupby("variant", sort=False)}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
-                           p.seeds, title="FPO: feature-level constrained preference "
-                           "optimisation (ICML 2025)", figures=["figures/fpo_overview.png"])
+    seeds_of = {v: sorted(int(s) for s in g["seed"]) for v, g in table.groupby("variant")}
+    specs = [c.model_dump() for c in p.claims]
+    claims = claims_report(PIPELINE, specs, prompt_metrics(generations, metrics, specs),
+                           run_info, p.seeds, title="FPO: feature-level constrained preference "
+                           "optimisation (ICML 2025)", figures=["figures/fpo_overview.png"],
+                           confidence=confidence, seeds_of=seeds_of)
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"sae": sae_report, "preferences": preference_report})
     if mlflow.active_run() is not None:

@@ -513,14 +513,53 @@ def _data_stats(annotated: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+# metrics whose per-sentence values the results carry (``results["segments"]``): a claim with
+# ``unit: sentence`` on one of these pairs the variants over the test sentences
+SENTENCE_METRICS = {"test_oracle_mqm"}
+
+
+def claim_metrics(results: dict[str, Any], claims: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metrics the claims are judged on: the per-seed metrics, except that a metric a claim
+    pairs over test sentences (``unit: sentence``) becomes ``{sentence: [per-seed values]}``
+    from the per-segment test scores (whose mean over sentences is that seed's metric)."""
+    by_sentence = set()
+    for c in claims:
+        if c.get("unit") is None:
+            continue
+        if c["unit"] != "sentence" or c["metric"] not in SENTENCE_METRICS:
+            raise ValueError(f"twa: claim {c['claim']!r} pairs {c['metric']!r} over "
+                             f"{c['unit']!r}; only unit 'sentence' on {sorted(SENTENCE_METRICS)}")
+        by_sentence.add(c["metric"])
+    plain = [c["metric"] for c in claims if c.get("unit") is None]
+    if by_sentence & set(plain):
+        raise ValueError(f"twa: {sorted(by_sentence & set(plain))} judged both per sentence and "
+                         "per seed; give every claim on it unit: sentence")
+    out: dict[str, Any] = {}
+    for variant, values in results["variants"].items():
+        out[variant] = dict(values)
+        if by_sentence:
+            seg = np.asarray(results["segments"][variant], dtype=float)  # seeds x sentences
+            per = {f"s{i:04d}": seg[:, i].tolist() for i in range(seg.shape[1])}
+            for metric in by_sentence:
+                out[variant][metric] = per
+    return out
+
+
 def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own metrics; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own metrics; MLflow child runs.
+
+    Oracle MQM claims with ``unit: sentence`` pair the variants over the test sentences (each
+    sentence's MQM averaged over the seeds); every other claim pairs over the seeds.
+    """
     p = _params(params)
     metrics = results["variants"]
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+    specs = [c.model_dump() for c in p.claims]
+    claims = claims_report(PIPELINE, specs, claim_metrics(results, specs), run_info,
                            p.seeds, title="TWA: finetuning MT with span-level error annotations",
-                           figures=["figures/test_oracle_mqm.png", "figures/within_span.png"])
+                           figures=["figures/test_oracle_mqm.png", "figures/within_span.png"],
+                           confidence=confidence, seeds_of={v: p.seeds for v in metrics})
     extra = {"data": _data_stats(annotated), "selected": results["selected"],
              "base_model": results["base_info"], "other_systems": results["others"],
              "mqm_weights": MQM_WEIGHTS}
