@@ -184,6 +184,37 @@ def test_units_pair_by_name_and_average_seeds_first():
     assert out["verdict"] == "holds"
 
 
+def test_unit_claims_also_need_the_seeds_to_agree():
+    """Every one of 50 items favours the method with seed 0 and the baseline with seed 1, each
+    by a little more: across items (seed-averaged) the method wins clearly, across the three
+    seeds the sign is not settled, so the claim is inconclusive, with both intervals shown."""
+    rng = np.random.default_rng(0)
+    n = 50
+    base = rng.normal(size=n)
+    seed_effect = np.array([-1.0, 0.8, -0.2])  # method - baseline per seed, mean -0.133
+    noise = 0.01 * rng.normal(size=(3, n))
+    m = {str(i): list(base[i] + seed_effect + noise[:, i]) for i in range(n)}
+    b = {str(i): [base[i]] * 3 for i in range(n)}
+    spec = claim(metric="x", method="m", baseline="b", unit="item")
+    out = evaluate_claim(spec, {"m": {"x": m}, "b": {"x": b}})
+    unit_lo, unit_hi = out["ci_units"]
+    seed_lo, seed_hi = out["ci_seeds"]
+    assert unit_hi < 0  # across items alone: certain
+    assert seed_lo < 0 < seed_hi  # across seeds: not
+    assert (out["ci_low"], out["ci_high"]) == (min(unit_lo, seed_lo), max(unit_hi, seed_hi))
+    assert out["verdict"] == "inconclusive"
+    assert "across items alone the claim holds, but not across the 3 seeds" in out["reason"]
+    # consistent seeds: the envelope changes nothing
+    consistent = {str(i): list(base[i] - 0.5 + noise[:, i]) for i in range(n)}
+    out = evaluate_claim(spec, {"m": {"x": consistent}, "b": {"x": b}})
+    assert out["verdict"] == "holds" and out["ci_seeds"][1] < 0
+    # one seed per unit: no seed interval can be formed
+    one = evaluate_claim(spec, {"m": {"x": {k: v[:1] for k, v in m.items()}},
+                                "b": {"x": {k: v[:1] for k, v in b.items()}}})
+    assert one["ci_seeds"] is None and one["ci_units"] is not None
+    assert evaluate_claim(claim(), METRICS)["ci_units"] is None
+
+
 def test_units_must_match_and_be_declared():
     metrics = {"m": {"x": {"d1": [1.0], "d2": [1.0]}}, "b": {"x": {"d1": [2.0], "d3": [2.0]}},
                "c": {"x": {"d1": [1.0, 2.0], "d2": [1.0, 2.0]}}}

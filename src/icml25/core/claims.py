@@ -54,8 +54,14 @@ rather than giving an interval for the mean difference that the claims report.
 Pairing. Method and reference are paired by seed: both must have run the same seeds (the engine
 refuses a comparison of a three-seed mean with one seed, naming the claim and the variants).
 With a ``unit``, a metric value is a mapping ``{unit: value or per-seed list}``; units are paired
-by name (the sets must be equal), each unit's seeds are averaged, and the ``n`` of the test is the
-number of units: units, not seeds, are then the replication. ``paired: false`` compares the two
+by name (the sets must be equal) and each unit's seeds are averaged, so the test's ``n`` is the
+number of units. That interval (``ci_units``) measures how the difference varies over units
+(items, datasets) but not how it varies over training seeds: a method that wins on every prompt
+with one seed and loses with the next would look certain. So, where every unit has the same two or
+more seeds (seed ``k`` of every unit comes from the same trained model), the engine also forms the
+seed-level differences (each seed's mean over units, Student's t over seeds, ``ci_seeds``) and the
+claim's interval is the envelope of the two: a unit claim holds only if it holds both across units
+and across seeds, and fails only if both intervals fail it. ``paired: false`` compares the two
 seed samples with Welch's unequal-variance t interval (the only place where the seed counts may
 differ). Against a ``threshold`` the differences are ``method - threshold`` (a one-sample test).
 
@@ -248,6 +254,7 @@ def evaluate_claim(
              if spec.baseline is not None else None)
     reference = spec.baseline if spec.baseline is not None else f"threshold {spec.threshold:g}"
     reason = ""
+    seed_diffs: np.ndarray | None = None  # unit claims: per-seed mean difference over units
 
     if spec.unit is not None:
         m_units = _unit_table(m_raw, f"{where}: {spec.method}")
@@ -268,6 +275,13 @@ def evaluate_claim(
         m_arr = np.array([m_units[u].mean() for u in units])
         b_arr = np.array([b_units[u].mean() for u in units])
         n_seeds = max(a.size for a in m_units.values())
+        sizes = {m_units[u].size for u in units}
+        if len(sizes) == 1 and n_seeds >= 2 and spec.test != "exact":
+            # seed k of every unit: the per-seed mean over units of method - reference
+            m_seed = np.mean([m_units[u] for u in units], axis=0)
+            b_seed = (np.mean([b_units[u] for u in units], axis=0) if b_raw is not None
+                      else np.full(n_seeds, float(spec.threshold)))
+            seed_diffs = m_seed - b_seed
     else:
         m_arr = _seed_array(m_raw, f"{where}: {spec.method}")
         if b_raw is not None:
@@ -309,6 +323,18 @@ def evaluate_claim(
                                  "seeds; use test 't' for a noisy metric")
         difference = float(np.mean(d))
         lo, hi, reason = _interval(d, spec.test, confidence)
+    ci_units = ci_seeds = None
+    if spec.unit is not None and not nan_side:
+        ci_units = [lo, hi]
+        if seed_diffs is not None:
+            s_lo, s_hi, _ = _interval(seed_diffs, "t", confidence)
+            ci_seeds = [s_lo, s_hi]
+            unit_verdict = _verdict(spec.relation, spec.direction, spec.margin, lo, hi)[0]
+            lo, hi = min(lo, s_lo), max(hi, s_hi)
+            if not reason and unit_verdict != _verdict(spec.relation, spec.direction,
+                                                       spec.margin, lo, hi)[0]:
+                reason = (f"across {spec.unit}s alone the claim {unit_verdict}, but not across "
+                          f"the {n_seeds} seeds")
     verdict, why = _verdict(spec.relation, spec.direction, spec.margin, lo, hi)
     return {
         "claim": spec.claim,
@@ -329,6 +355,8 @@ def evaluate_claim(
         "ci_low": lo,
         "ci_high": hi,
         "ci_level": confidence,
+        "ci_units": ci_units,
+        "ci_seeds": ci_seeds,
         "n_pairs": n_pairs,
         "n_seeds": n_seeds,
         "verdict": verdict,
