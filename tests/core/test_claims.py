@@ -246,6 +246,20 @@ def test_bootstrap_needs_enough_pairs_and_agrees_with_t_on_many():
     assert evaluate_claim(spec, metrics) == boot  # a fixed generator: the same verdict each run
 
 
+def test_round_off_at_the_boundary_does_not_decide_a_verdict():
+    """A bootstrap quantile of 4.4e-19 for what is exactly 0 (seed-averaged 0/1 correctness:
+    sums of thirds) touches the boundary: it is not evidence of 'better'."""
+    from icml25.core.claims import _verdict
+
+    assert _verdict("better", "higher", 0.0, 4.4e-19, 0.0093)[0] == "holds"  # no tolerance
+    assert _verdict("better", "higher", 0.0, 4.4e-19, 0.0093, tol=1e-9)[0] == "inconclusive"
+    assert _verdict("within", None, 0.5, -0.5 + 1e-12, 0.1, tol=1e-9)[0] == "inconclusive"
+    # 0.1 + 0.2 - 0.3 = 5.6e-17: a tie at a threshold, not a win
+    tie = evaluate_claim(claim(baseline=None, threshold=0.1 + 0.2, metric="x", test="exact",
+                               direction="lower"), {"method": {"x": [0.3]}})
+    assert tie["difference"] != 0 and tie["verdict"] == "fails"
+
+
 def test_confidence_level_widens_the_interval():
     narrow = evaluate_claim(claim(method="noisy"), METRICS, confidence=0.6)
     wide = evaluate_claim(claim(method="noisy"), METRICS, confidence=0.99)

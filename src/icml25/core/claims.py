@@ -211,26 +211,36 @@ def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, floa
     return diff, diff - half, diff + half, ""
 
 
-def _verdict(relation: str, direction: str | None, margin: float, lo: float, hi: float
-             ) -> tuple[str, str]:
-    """Where ``[lo, hi]`` (bounds of mean(method - reference)) lies against the claim."""
+def _verdict(relation: str, direction: str | None, margin: float, lo: float, hi: float,
+             tol: float = 0.0) -> tuple[str, str]:
+    """Where ``[lo, hi]`` (bounds of mean(method - reference)) lies against the claim.
+
+    A bound within ``tol`` of a boundary touches it (floating-point residue such as a bootstrap
+    quantile of 4e-19 for an exact 0 must not decide a verdict).
+    """
     if math.isnan(lo) or math.isnan(hi):
         return "inconclusive", ""
     if relation == "within":
-        if -margin < lo and hi < margin:
+        if -margin + tol < lo and hi < margin - tol:
             return "holds", ""
-        if lo >= margin or hi <= -margin:
+        if lo >= margin - tol or hi <= -margin + tol:
             return "fails", ""
         return "inconclusive", f"the interval overlaps the equivalence bound ±{margin:g}"
     # orient so that larger g is better for the method
     g_lo, g_hi = (-hi, -lo) if direction == "lower" else (lo, hi)
     boundary = margin if relation == "better" else -margin
-    if g_lo > boundary:
+    if g_lo > boundary + tol:
         return "holds", ""
-    if g_hi <= boundary:
+    if g_hi <= boundary + tol:
         return "fails", ""
     what = "no difference" if relation == "better" and margin == 0 else f"the margin {margin:g}"
     return "inconclusive", f"the interval includes {what}"
+
+
+def _tolerance(*arrays: np.ndarray) -> float:
+    """Relative round-off scale of the compared values (1e-9 of their largest magnitude)."""
+    finite = [np.abs(a[np.isfinite(a)]).max() for a in arrays if np.isfinite(a).any()]
+    return _EXACT_RTOL * max(finite) if finite else 0.0
 
 
 # ------------------------------------------------------------------------------------ judging
@@ -323,19 +333,20 @@ def evaluate_claim(
                                  "seeds; use test 't' for a noisy metric")
         difference = float(np.mean(d))
         lo, hi, reason = _interval(d, spec.test, confidence)
+    tol = _tolerance(m_arr, b_arr)
     ci_units = ci_seeds = None
     if spec.unit is not None and not nan_side:
         ci_units = [lo, hi]
         if seed_diffs is not None:
             s_lo, s_hi, _ = _interval(seed_diffs, "t", confidence)
             ci_seeds = [s_lo, s_hi]
-            unit_verdict = _verdict(spec.relation, spec.direction, spec.margin, lo, hi)[0]
+            unit_verdict = _verdict(spec.relation, spec.direction, spec.margin, lo, hi, tol)[0]
             lo, hi = min(lo, s_lo), max(hi, s_hi)
             if not reason and unit_verdict != _verdict(spec.relation, spec.direction,
-                                                       spec.margin, lo, hi)[0]:
+                                                       spec.margin, lo, hi, tol)[0]:
                 reason = (f"across {spec.unit}s alone the claim {unit_verdict}, but not across "
                           f"the {n_seeds} seeds")
-    verdict, why = _verdict(spec.relation, spec.direction, spec.margin, lo, hi)
+    verdict, why = _verdict(spec.relation, spec.direction, spec.margin, lo, hi, tol)
     return {
         "claim": spec.claim,
         "metric": spec.metric,
