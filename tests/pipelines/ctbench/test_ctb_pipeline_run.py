@@ -37,12 +37,16 @@ def test_ctbench_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert claims["pipeline"] == "ctbench" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) >= 13
     for claim in claims["claims"]:
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
         assert isinstance(claim["holds"], bool)
         if claim["method"] in metrics["metrics"]:
             assert claim["method_value"] == pytest.approx(
                 metrics["metrics"][claim["method"]][claim["metric"]])
     order = next(c for c in claims["claims"] if c["metric"] == "ordering_violations")
-    assert order["holds"] and order["method_value"] == 0
+    assert order["verdict"] == "holds" and order["method_value"] == 0
+    # the accuracy claims pair over the 100 capped test images
+    units = [c for c in claims["claims"] if c["metric"] != "ordering_violations"]
+    assert all(c["unit"] == "test_image" and c["n_pairs"] == 100 for c in units)
 
     assert (out / "figures" / "certified_accuracy.png").stat().st_size > 1000
     # one folder and one certification table per seed shard: seed i of [0, 1] is in shard i % n

@@ -46,7 +46,12 @@ def test_knowledge_swap_runs_end_to_end_on_test_config(kedro_project, run_pipeli
     assert claims["pipeline"] == "knowledge_swap" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) == 9
     for claim in claims["claims"]:
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
         assert isinstance(claim["holds"], bool)
+        # paired over the test images of the claim's set (conf/test: 80 / 20 / 30)
+        assert claim["unit"] == "test_image"
+        assert claim["n_pairs"] == {"retain": 80, "forget": 20, "learn": 30}[
+            claim["metric"].split("_")[1]]
         assert claim["method_value"] == pytest.approx(
             metrics["metrics"][claim["method"]][claim["metric"]])
         if claim["baseline"] in metrics["metrics"]:

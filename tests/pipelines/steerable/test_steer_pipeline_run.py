@@ -68,6 +68,7 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert claims["n_claims"] == len(claims["claims"]) >= 20
     assert sum(c["method"].endswith("_3d") for c in claims["claims"]) >= 6
     for claim in claims["claims"]:
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
         assert isinstance(claim["holds"], bool)
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
         if claim["baseline"] in metrics["metrics"]:
@@ -75,7 +76,13 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
                 metrics["metrics"][claim["method"]][claim["metric"]])
     exact = [c for c in claims["claims"] if c["metric"] == "inv_err_rot90_rot_rot"
              and c["method"].startswith("steer")]
-    assert exact and all(c["holds"] for c in exact)
+    assert exact and all(c["verdict"] == "holds" for c in exact)
+    # the accuracy claims pair over the test items (60 images / 32 shapes in conf/test)
+    units = [c for c in claims["claims"] if c["metric"].startswith("acc_")]
+    assert units and all(c["unit"] in ("test_image", "test_shape") for c in units)
+    assert {c["n_pairs"] for c in units if c["unit"] == "test_image"} == {60}
+    assert {c["n_pairs"] for c in units if c["unit"] == "test_shape"} == {32}
+    assert "correct_0000" not in str(metrics["metrics"])  # per-item rows stay out of metrics
 
     assert {p.name for p in (out / "figures").iterdir()} == {
         "accuracy_by_angle.png", "invariance_by_angle.png", "accuracy_by_angle_3d.png"}

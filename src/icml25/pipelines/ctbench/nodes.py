@@ -214,6 +214,45 @@ def collect_metrics(tables: list[pd.DataFrame]) -> dict[str, dict[str, list[floa
     return metrics
 
 
+#: accuracy metric -> the certification table's per-sample column whose mean (in %) it is
+PER_SAMPLE = {"nat_acc": "correct", "pgd_acc": "pgd_robust", "cert_acc": "certified",
+              "cert_ibp_acc": "ibp", "cert_crown_ibp_acc": "crown_ibp"}
+
+
+def per_image(tables: list[pd.DataFrame]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{method: {<metric>_<setting>: {test image: [per-seed 0 or 100]}}}`` for the accuracies
+    of :data:`PER_SAMPLE`: the units the accuracy claims pair over (``unit: test_image``); the
+    mean over images of the seed means is the metric's seed mean."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for table in tables:
+        method, setting = table["method"].iloc[0], table["setting"].iloc[0]
+        for metric, column in PER_SAMPLE.items():
+            wide = (100.0 * table[column].astype(float)).to_frame("v").assign(
+                sample=table["sample"].to_numpy(), seed=table["seed"].to_numpy()).pivot(
+                index="sample", columns="seed", values="v").sort_index(axis=1)
+            out.setdefault(method, {})[f"{metric}_{setting}"] = {
+                f"{int(i):04d}": row.tolist() for i, row in wide.iterrows()}
+    return out
+
+
+def _claim_metrics(claims: list[dict[str, Any]], metrics: dict[str, Any],
+                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The claims' metrics: a claim with a ``unit`` reads its accuracy per test image."""
+    out = {v: dict(m) for v, m in metrics.items()}
+    for c in claims:
+        if c.get("unit") is None:
+            continue
+        for variant in (c["method"], c.get("baseline")):
+            if variant is None:
+                continue
+            if c["metric"] not in items.get(variant, {}):
+                raise ValueError(f"ctbench claim {c['claim']!r}: no per-image values of "
+                                 f"{c['metric']!r} for {variant!r} (only "
+                                 f"{sorted(PER_SAMPLE)} per ε setting have them)")
+            out[variant][c["metric"]] = items[variant][c["metric"]]
+    return out
+
+
 def _merge_shards(tables: tuple[pd.DataFrame, ...], n_shards: int) -> list[pd.DataFrame]:
     """One certification table per (ε setting, method) from its ``n_shards`` consecutive seed
     shards, rows ordered as one node certifying every seed writes them (models by their
@@ -231,21 +270,25 @@ def _merge_shards(tables: tuple[pd.DataFrame, ...], n_shards: int) -> list[pd.Da
     return merged
 
 
-def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataFrame,
-                 n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: float,
+                 *shards: pd.DataFrame, n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own certification tables (``n_shards``
-    seed shards per ε setting and method, consecutive); one MLflow child run per method with the
-    same metric names."""
+    seed shards per ε setting and method, consecutive), each verdict from the paired interval at
+    ``confidence`` (``params:claims_confidence``); one MLflow child run per method with the same
+    metric names."""
     p = _params(params)
     tables = _merge_shards(shards, n_shards)
     metrics = collect_metrics(tables)
     all_tables = pd.concat(tables, ignore_index=True)
     violations = float(((all_tables["certified"] & ~all_tables["pgd_robust"])
                         | (all_tables["pgd_robust"] & ~all_tables["correct"])).sum())
-    claim_metrics = {**metrics, "all_models": {"ordering_violations": violations}}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
+    specs = [c.model_dump() for c in p.claims]
+    claim_metrics = {**_claim_metrics(specs, metrics, per_image(tables)),
+                     "all_models": {"ordering_violations": violations}}
+    claims = claims_report(PIPELINE, specs, claim_metrics,
                            run_info, p.seeds, title="CTBench: certified training (ICML 2025)",
-                           figures=["figures/certified_accuracy.png"])
+                           figures=["figures/certified_accuracy.png"], confidence=confidence,
+                           seeds_of={m: p.seeds for m in metrics})
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"ordering_violations_all_models": violations,
                                    "n_test": int(all_tables.groupby(["method", "setting",

@@ -69,7 +69,8 @@ def create_pipeline(**kwargs) -> Pipeline:
               for prefix in sorted({_trained(s, m) for s in SETTINGS for m in METHODS})
               for k in range(n)]
     report = [
-        node(_bind(nodes.judge_claims, n_shards=n), [P, "run_info", *tables],
+        node(_bind(nodes.judge_claims, n_shards=n),
+             [P, "run_info", "params:claims_confidence", *tables],
              ["ctbench.metrics", "ctbench.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_results, ["ctbench.metrics", P], "ctbench.figures", name="plot_results",
              namespace=ns),

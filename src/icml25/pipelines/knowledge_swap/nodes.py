@@ -273,17 +273,52 @@ def collect_metrics(pretrained: dict[str, Any], oracle: dict[str, Any],
     return {v: {m: [r[m] for r in rs] for m in rs[0]} for v, rs in rows.items()}
 
 
-def judge_claims(params: dict[str, Any], run_info: dict[str, Any], *shards: Any,
-                 n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+def per_image(results: dict[str, list[dict[str, Any]]]
+              ) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{variant: {acc_<set>_final: {test image: [per-seed 0 or 100]}}}``: the units the final
+    accuracy claims pair over (``unit: test_image``); seeds in the order of ``results``."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for variant, runs in results.items():
+        for name in EVAL_SETS:
+            per_seed = np.asarray([r["correct_final"][name] for r in runs], dtype=float)
+            out.setdefault(variant, {})[f"acc_{name}_final"] = {
+                f"{i:04d}": per_seed[:, i].tolist() for i in range(per_seed.shape[1])}
+    return out
+
+
+def _claim_metrics(claims: list[dict[str, Any]], metrics: dict[str, Any],
+                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The claims' metrics: a claim with a ``unit`` reads its accuracy per test image."""
+    out = {v: dict(m) for v, m in metrics.items()}
+    for c in claims:
+        if c.get("unit") is None:
+            continue
+        for variant in (c["method"], c.get("baseline")):
+            if variant is None:
+                continue
+            if c["metric"] not in items.get(variant, {}):
+                raise ValueError(f"knowledge_swap claim {c['claim']!r}: no per-image values of "
+                                 f"{c['metric']!r} for {variant!r} (only the swap variants' "
+                                 f"acc_<set>_final have them)")
+            out[variant][c["metric"]] = items[variant][c["metric"]]
+    return out
+
+
+def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: float,
+                 *shards: Any, n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own accuracies (every seed shard of
-    the backbones, oracles and swap variants, see :func:`_split_shards`); MLflow child runs."""
+    the backbones, oracles and swap variants, see :func:`_split_shards`), each verdict from the
+    paired interval at ``confidence`` (``params:claims_confidence``); MLflow child runs."""
     p = _params(params)
     pretrained, oracle, results = _split_shards(n_shards, shards)
     metrics = collect_metrics(pretrained, oracle, results, p.seeds)
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
-                           p.seeds, title="Knowledge swapping via learning and unlearning "
-                           "(ICML 2025)",
-                           figures=["figures/stage_accuracy.png", "figures/lora_norms.png"])
+    specs = [c.model_dump() for c in p.claims]
+    claims = claims_report(PIPELINE, specs, _claim_metrics(specs, metrics, per_image(results)),
+                           run_info, p.seeds, title="Knowledge swapping via learning and "
+                           "unlearning (ICML 2025)",
+                           figures=["figures/stage_accuracy.png", "figures/lora_norms.png"],
+                           confidence=confidence,
+                           seeds_of={v: [r["seed"] for r in runs] for v, runs in results.items()})
     curves = {v: [{"seed": r["seed"], "curve": r["curve"]} for r in runs]
               for v, runs in results.items()}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,

@@ -57,7 +57,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     results = [f"{NS}.{v}.shard_{k}.results" for v in SWAP_VARIANTS for k in range(n)]
     report = [
         node(_bind(nodes.judge_claims, n_shards=n),
-             [P, "run_info", *pretrained, *oracles, *results],
+             [P, "run_info", "params:claims_confidence", *pretrained, *oracles, *results],
              [f"{NS}.metrics", f"{NS}.claims"], name="judge_claims", namespace=NS),
         node(_bind(nodes.plot_figures, n_shards=n), [P, *results], f"{NS}.figures",
              name="plot_figures", namespace=NS),

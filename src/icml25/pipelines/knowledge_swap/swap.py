@@ -37,6 +37,7 @@ from icml25.pipelines.knowledge_swap.vit import (
     group_sparse_penalty,
     lora_update_norms,
     mark_only_lora_trainable,
+    predict,
 )
 
 Arrays = tuple[np.ndarray, np.ndarray]
@@ -205,6 +206,13 @@ def evaluate(model: nn.Module, tests: dict[str, TensorSet]) -> dict[str, float]:
     return {name: accuracy(model, *tests[name]) for name in EVAL_SETS}
 
 
+def evaluate_items(model: nn.Module, tests: dict[str, TensorSet]) -> dict[str, list[float]]:
+    """Per test image of each set: 100 where the top-1 prediction is the label, else 0 (the
+    mean over a set is :func:`evaluate`'s accuracy)."""
+    return {name: ((predict(model, tests[name][0]) == tests[name][1]).float() * 100.0)
+            .cpu().tolist() for name in EVAL_SETS}
+
+
 def _cat(sets: list[TensorSet]) -> TensorSet:
     return torch.cat([s[0] for s in sets]), torch.cat([s[1] for s in sets])
 
@@ -282,8 +290,9 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
 
     ``train``: the swap-time sets ``retain`` (subset), ``forget`` (subset), ``learn`` (full);
     ``tests``: the test sets ``retain``, ``forget``, ``learn``. Returns accuracies at the start,
-    after each stage (``stage1``, ``stage2``; ``final`` = after the last), per-epoch curves and the
-    per-block LoRA update norms over time.
+    after each stage (``stage1``, ``stage2``; ``final`` = after the last), per-epoch curves, the
+    per-block LoRA update norms over time and each test image's final 0/100 correctness
+    (``correct_final``, per test set).
     """
     if variant not in PLANS:
         raise ValueError(f"unknown swap variant {variant!r}; known: {sorted(PLANS)}")
@@ -310,7 +319,8 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
         offset += hp.epochs * stage.epoch_factor
         acc[f"stage{k}"] = evaluate(model, tests)
     acc["final"] = acc[f"stage{len(PLANS[variant])}"]
-    return {"variant": variant, "seed": seed, "acc": acc, "curve": curve, "norms": norms,
+    return {"variant": variant, "seed": seed, "acc": acc,
+            "correct_final": evaluate_items(model, tests), "curve": curve, "norms": norms,
             "stages": [s.kind for s in PLANS[variant]],
             "seconds": time.perf_counter() - started}
 

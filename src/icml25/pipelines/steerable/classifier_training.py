@@ -63,9 +63,15 @@ def predict_logits(model: nn.Module, images: np.ndarray | torch.Tensor,
 
 def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray,
              check: Callable[..., None] = check_digit_images) -> float:
+    return float(correct(model, images, labels, check).mean())
+
+
+def correct(model: nn.Module, images: np.ndarray, labels: np.ndarray,
+            check: Callable[..., None] = check_digit_images) -> np.ndarray:
+    """Per test image: 1.0 where the top logit is the label, else 0.0 (mean = accuracy)."""
     check(images, labels, name="evaluation images")
     pred = predict_logits(model, images).argmax(1).numpy()
-    return float((pred == np.asarray(labels)).mean())
+    return (pred == np.asarray(labels)).astype(float)
 
 
 def fit_classifier(model: nn.Module, train_images: np.ndarray, train_labels: np.ndarray,

@@ -33,6 +33,7 @@ from icml25.pipelines.steerable.classifier_training import (
     FitConfig,
     accuracy,
     angle_bin_accuracy,
+    correct,
     fit_classifier,
     invariance_error_angles,
     invariance_error_rot90,
@@ -71,6 +72,14 @@ PIPELINE = "steerable"
 PER_MODEL = ("n_params",)
 #: bins of the 3D test shapes' rotation angle (0..180 degrees)
 N_ANGLE_BINS_3D = 6
+#: score rows ``correct_<i>``: 0/1 correctness of test image (or shape) ``i``, the units the
+#: accuracy claims pair over (``unit: test_image`` / ``test_shape``); kept out of metrics.json
+ITEM_PREFIX = "correct_"
+
+
+def _item_rows(variant: str, protocol: str, seed: int, hits: np.ndarray) -> list[dict]:
+    return [{"variant": variant, "protocol": protocol, "seed": seed,
+             "metric": f"{ITEM_PREFIX}{i:04d}", "value": float(h)} for i, h in enumerate(hits)]
 
 
 def _params(params: dict[str, Any]) -> SteerableParams:
@@ -182,8 +191,9 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
         net = _load(entry)
         x_test, _ = protocol_data(splits, meta["protocol"], "test")
         bins = angle_bin_accuracy(net, x_test, y_test, splits["test_angles"], ev.n_angle_bins)
+        hits = correct(net, x_test, y_test)
         values = {
-            "acc": accuracy(net, x_test, y_test),
+            "acc": float(hits.mean()),
             "acc_upright": accuracy(net, x_up, y_test),
             "angle_bin_spread": float(np.nanmax(bins) - np.nanmin(bins)),
             "inv_err_rot90": invariance_error_rot90(net, x_inv),
@@ -198,6 +208,7 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
             values["encoder_equiv_err_rot90"] = encoder_equivariance_error(net, x_inv)
         rows += [{"variant": variant, "protocol": meta["protocol"], "seed": int(meta["seed"]),
                   "metric": k, "value": float(v)} for k, v in values.items()]
+        rows += _item_rows(variant, meta["protocol"], int(meta["seed"]), hits)
     return pd.DataFrame(rows)
 
 
@@ -253,8 +264,9 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
         x_test, _ = voxel_protocol_data(splits, meta["protocol"], "test")
         angles = rotation_angles(splits["test_rotations"])
         bins = angle_bin_accuracy(net, x_test, y_test, angles, N_ANGLE_BINS_3D, np.pi)
+        hits = correct(net, x_test, y_test, check_voxel_data)
         values = {
-            "acc": accuracy(net, x_test, y_test, check_voxel_data),
+            "acc": float(hits.mean()),
             "acc_upright": accuracy(net, splits["test_upright"], y_test, check_voxel_data),
             "inv_err_cube": invariance_error_cube(net, x_inv),
             "inv_err_interp_max": invariance_error_interpolated(
@@ -267,6 +279,7 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
         values |= {f"acc_bin{b:02d}": float(v) for b, v in enumerate(bins)}
         rows += [{"variant": variant, "protocol": meta["protocol"], "seed": int(meta["seed"]),
                   "metric": k, "value": float(v)} for k, v in values.items()]
+        rows += _item_rows(variant, meta["protocol"], int(meta["seed"]), hits)
     return pd.DataFrame(rows)
 
 
@@ -304,15 +317,25 @@ def merge_scores(params: dict[str, Any], *shard_scores: pd.DataFrame,
 
 # ---------------------------------------------------------------------------- reporting
 def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[float]]],
-                                                   dict[str, dict[str, list[float]]]]:
-    """``({variant: {metric_protocol: per-seed values}}, {encoder:variant: {...}})``: the
-    comparable metrics (identical names for every variant) and the encoder-only ones."""
+                                                   dict[str, dict[str, list[float]]],
+                                                   dict[str, dict[str, dict[str, list[float]]]]]:
+    """``({variant: {metric_protocol: per-seed values}}, {encoder:variant: {...}},
+    {variant: {acc_protocol: {item: per-seed 0/1}}})``: the comparable metrics (identical names
+    for every variant), the encoder-only ones and the per-test-item correctness whose mean over
+    items is ``acc_<protocol>`` (the units of the accuracy claims)."""
     if scores.empty or scores["value"].isna().all():
         raise ValueError("steerable scores: empty or all-NaN; nothing was evaluated")
     main: dict[str, dict[str, list[float]]] = {}
     encoder: dict[str, dict[str, list[float]]] = {}
-    for (variant, protocol, metric), rows in scores.groupby(["variant", "protocol", "metric"],
-                                                            sort=True):
+    items: dict[str, dict[str, dict[str, list[float]]]] = {}
+    is_item = scores["metric"].str.startswith(ITEM_PREFIX)
+    for (variant, protocol), rows in scores[is_item].groupby(["variant", "protocol"], sort=True):
+        table = rows.pivot_table(index="metric", columns="seed", values="value",
+                                 aggfunc="first").sort_index(axis=1)
+        items.setdefault(variant, {})[f"acc_{protocol}"] = {
+            m[len(ITEM_PREFIX):]: row.tolist() for m, row in table.iterrows()}
+    for (variant, protocol, metric), rows in scores[~is_item].groupby(
+            ["variant", "protocol", "metric"], sort=True):
         values = rows.sort_values("seed")["value"].tolist()
         if metric.startswith("encoder_"):
             encoder.setdefault(f"encoder:{variant}", {})[f"{metric[8:]}_{protocol}"] = values
@@ -320,15 +343,45 @@ def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[floa
             main.setdefault(variant, {})[metric] = values
         else:
             main.setdefault(variant, {})[f"{metric}_{protocol}"] = values
-    return main, encoder
+    return main, encoder, items
 
 
-def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
+def _claim_metrics(claims: list[dict[str, Any]], main: dict[str, Any], encoder: dict[str, Any],
+                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The metrics the claims are judged on: a claim with a ``unit`` (test images or shapes)
+    reads its accuracy per test item (``{item: per-seed 0/1}``) instead of the per-seed means."""
+    out = {v: dict(m) for v, m in {**main, **encoder}.items()}
+    for c in claims:
+        if c.get("unit") is None:
+            continue
+        for variant in (c["method"], c.get("baseline")):
+            if variant is None:
+                continue
+            if c["metric"] not in items.get(variant, {}):
+                raise ValueError(f"steerable claim {c['claim']!r}: no per-item values of "
+                                 f"{c['metric']!r} for {variant!r} (only acc_<protocol> has "
+                                 f"them)")
+            out[variant][c["metric"]] = items[variant][c["metric"]]
+    return out
+
+
+def _seed_lists(p: SteerableParams, variants: list[str]) -> dict[str, list[str]]:
+    """``{variant: ["<protocol>:<seed>", ...]}``: what each variant ran, for the engine's check
+    that a paired claim compares variants trained on the same protocols and seeds."""
+    out = {}
+    for v in variants:
+        protocols = p.protocols_3d if v in VARIANTS_3D else p.protocols_of(v)
+        out[v] = [f"{pr}:{s}" for pr in protocols for s in p.seeds_of(v, pr)]
+    return out
+
+
+def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: float,
                  *score_tables: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
+    """``metrics.json`` and ``claims.json`` from the run's own scores, each claim's verdict from
+    the paired interval at ``confidence`` (``params:claims_confidence``); MLflow child runs."""
     p = _params(params)
     scores = pd.concat(score_tables, ignore_index=True)
-    main, encoder = collect_metrics(scores)
+    main, encoder, items = collect_metrics(scores)
     groups = [[v for v in main if v not in VARIANTS_3D], [v for v in main if v in VARIANTS_3D]]
     for group in groups:  # identical metric names within each experiment (NaN = not run)
         names = set().union(*(main[v] for v in group)) if group else set()
@@ -336,11 +389,13 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any],
             for name in names - set(main[v]):
                 main[v][name] = [float("nan")]
     roles = {**ROLES, **ROLES_3D}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], {**main, **encoder},
+    specs = [c.model_dump() for c in p.claims]
+    claims = claims_report(PIPELINE, specs, _claim_metrics(specs, main, encoder, items),
                            run_info, p.seeds, title="Steerable Transformers (ICML 2025)",
                            figures=["figures/accuracy_by_angle.png",
                                     "figures/invariance_by_angle.png",
-                                    "figures/accuracy_by_angle_3d.png"])
+                                    "figures/accuracy_by_angle_3d.png"],
+                           confidence=confidence, seeds_of=_seed_lists(p, list(main)))
     report = metrics_report(PIPELINE, main, run_info, p.seeds,
                             extra={"encoder": encoder,
                                    "roles": {v: roles[v] for v in main}})

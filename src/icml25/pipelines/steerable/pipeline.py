@@ -63,7 +63,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     scores = [f"steerable.{v}.scores" for v in VARIANTS]
     scores_3d = [f"steerable.{v}.scores" for v in VARIANTS_3D]
     report = [
-        node(nodes.judge_claims, [P, "run_info", *scores, *scores_3d],
+        node(nodes.judge_claims, [P, "run_info", "params:claims_confidence", *scores, *scores_3d],
              ["steerable.metrics", "steerable.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_figures, [P, *scores, *scores_3d], "steerable.figures",
              name="plot_figures",
