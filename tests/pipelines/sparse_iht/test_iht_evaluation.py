@@ -65,10 +65,19 @@ def test_derived_checks_follow_the_tables():
     assert derived["szoht:plateau"]["excess_ratio_qmin_over_qmax"] == pytest.approx(4.0)
     assert derived["hsg_ht_2sp:vs_iht_2sp"]["median_abs_rel_vs_equal_ifo"] == pytest.approx(0.03)
     assert derived["2sp_methods"]["max_violation"] == [0.0, 0.0, 0.0]
+    assert derived["2sp_methods"]["max_violation_all_seeds"] == 0.0
+    # per seed, for the paired claims: the largest step of each seed's gap curve along k
+    assert derived["iht_2sp:trade_off"]["nonneg.largest_gap_rise"] == pytest.approx(
+        [-3.1, -3.8, -5.3])
+    assert derived["iht_2sp:trade_off"]["small.nonneg.largest_gap_best_rise"] == pytest.approx(
+        [-0.2] * 3)
+    assert derived["szoht:plateau"]["excess_qmin_minus_2x_qmax"] == pytest.approx([0.04] * 3)
 
 
 def test_a_rising_median_gap_is_counted():
     _, derived = _derived({1.0: [0.5, 0.5, 0.5], 2.0: [0.9, 0.8, 0.7]},
                           {1.0: [0.5, 0.5, 0.5], 2.0: [0.1, 0.1, 0.1]})
     assert derived["iht_2sp:trade_off"]["nonneg.median_gap_increases"] == 1
+    assert derived["iht_2sp:trade_off"]["nonneg.largest_gap_rise"] == pytest.approx(
+        [0.4, 0.3, 0.2])
     assert derived["iht_2sp:vs_iht_then_project"]["nonneg.k2.le_iht_then_project"] == [0.0] * 3

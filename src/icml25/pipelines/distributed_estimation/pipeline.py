@@ -47,7 +47,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              [d + "curves", d + "slope_table"], name="fit_slopes", namespace=NS),
         node(nodes.evaluate,
              [d + "curves", d + "slope_table", d + "sim_results", d + "regime_boundaries", P,
-              "run_info"],
+              "run_info", "params:claims_confidence"],
              [d + "metrics", d + "claims"], name="evaluate", namespace=NS),
         node(nodes.make_plots,
              [d + "curves", d + "theory_rates", d + "regime_boundaries", d + "true_functions",

@@ -254,9 +254,12 @@ def merge_dqn(params: dict[str, Any], *shard_tables: pd.DataFrame
 # ---------------------------------------------------------------------------- reporting
 def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFrame,
                  fa_summary: dict[str, Any], cartpole: pd.DataFrame, params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from this run's own measurements; MLflow child runs
-    (one per variant, the same metric names within each study)."""
+    (one per variant, the same metric names within each study). Claims pair variants by seed at
+    the level ``confidence`` (``params:claims_confidence``): each study's variants ran the same
+    seeds (``seeds``, ``fa_linear.seeds``, ``fa_dqn.seeds``), passed on as ``seeds_of``."""
     p = _params(params)
     groups = {"tabular": tabular_metrics(gaps, truth, p.tabular.eps, p.tabular.slope_floor)}
     if fa_summary.get("enabled"):
@@ -269,9 +272,11 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
         specs += [c.model_dump() for c in p.fa_dqn.claims]
     figures = ["figures/gap_vs_N.png"] + (["figures/fa_linear.png"]
                                           if fa_summary.get("enabled") else [])
+    study_seeds = {"tabular": p.seeds, "fa_linear": p.fa_linear.seeds, "fa_dqn": p.fa_dqn.seeds}
+    seeds_of = {v: list(study_seeds[g]) for g, group in groups.items() for v in group}
     claims = claims_report(PIPELINE, specs, metrics, run_info, p.seeds,
                            title="Reduction framework for robust average-reward RL (ICML 2025)",
-                           figures=figures)
+                           figures=figures, confidence=confidence, seeds_of=seeds_of)
     extra = {"truth": {env: {s: {k: v for k, v in gt.items() if k not in ("h_star", "pi_star")}
                              for s, gt in sets.items()} for env, sets in truth.items()},
              "fa_linear": {k: v for k, v in fa_summary.items() if k != "thetas"},

@@ -61,7 +61,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         *_dqn_shards(seed_shards()),
         node(nodes.judge_claims,
              [d + "gaps", d + "truth", d + "fa_linear_trace", d + "fa_linear_summary",
-              d + "cartpole_eval", P, "run_info"],
+              d + "cartpole_eval", P, "run_info", "params:claims_confidence"],
              [d + "metrics", d + "claims"], name="judge_claims", namespace=NS),
         node(nodes.log_linear_traces, [d + "fa_linear_trace", P], None,
              name="log_linear_traces", namespace=NS),

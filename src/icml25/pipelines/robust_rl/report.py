@@ -1,7 +1,10 @@
 """Metrics and figures of the robust_rl study (spec ``robust_rl.md``, "Metrics and anchors").
 
 Metric names are ``<env>/<set>/<quantity>`` for the tabular study; per-seed values are lists
-(claims are judged on their mean, the spread is reported beside it).
+(claims pair them by seed). ``slope`` and ``gap_ratio_Nmax_Nmin`` describe the seed-mean curve
+(one number, for tables and figures); the claims use their per-seed forms ``seed_slope`` and
+``gap_Nmax_minus_0.1_gap_Nmin`` (negative on average exactly when the mean gap at the largest N
+is below 10 % of the mean gap at the smallest N).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ def tabular_metrics(gaps: pd.DataFrame, truth: dict[str, Any], eps: Sequence[flo
                     slope_floor: float = 1e-4) -> dict[str, dict[str, Any]]:
     """Per method: gap at every N, at the largest N (absolute, relative to g*, over 3 eps for the
     reductions), log-log slope of the mean gap, the ratio of the mean gap at the largest and the
-    smallest N, and the gains of the policies at the largest N. A method that does not run on a
+    smallest N (and both per seed, for the paired claims), and the gains of the policies at the
+    largest N. A method that does not run on a
     set (Q-learning on TV) reports NaN there so every method has the same metric names."""
     if gaps.empty:
         raise ValueError("robust_rl: the gap table is empty")
@@ -42,7 +46,8 @@ def tabular_metrics(gaps: pd.DataFrame, truth: dict[str, Any], eps: Sequence[flo
             if rows.empty:
                 names = [f"gap_N{n}" for n in grid] + [
                     "gap_Nmax", "rel_gap_Nmax", "robust_gain_Nmax", "nominal_gain_Nmax",
-                    "sampled_gain_min_Nmax", "slope", "gap_ratio_Nmax_Nmin"]
+                    "sampled_gain_min_Nmax", "slope", "gap_ratio_Nmax_Nmin", "seed_slope",
+                    "gap_Nmax_minus_0.1_gap_Nmin"]
                 out.update({f"{key}/{n}": math.nan for n in names})
                 continue
             means = rows.groupby("N")["gap"].mean()
@@ -58,6 +63,12 @@ def tabular_metrics(gaps: pd.DataFrame, truth: dict[str, Any], eps: Sequence[flo
                                                slope_floor)
             out[f"{key}/gap_ratio_Nmax_Nmin"] = (float(means[n_max] / means[n_min])
                                                  if means[n_min] > 0 else math.nan)
+            by_seed = rows.pivot_table(index="seed", columns="N", values="gap").sort_index()
+            out[f"{key}/seed_slope"] = [loglog_slope(np.array(grid), by_seed.loc[s, grid]
+                                                     .to_numpy(), slope_floor)
+                                        for s in by_seed.index]
+            out[f"{key}/gap_Nmax_minus_0.1_gap_Nmin"] = (by_seed[n_max]
+                                                         - 0.1 * by_seed[n_min]).tolist()
             if method in reductions:
                 out[f"{key}/gap_Nmax_over_3eps"] = (last.sort_values("seed")["gap"]
                                                     / (3.0 * reductions[method])).tolist()

@@ -196,8 +196,11 @@ def merge_real_data(params: dict[str, Any], *shard_tables: pd.DataFrame) -> pd.D
 def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
                  stoch_results: pd.DataFrame, zo_results: pd.DataFrame,
                  real_results: pd.DataFrame, params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
+    Claims pair per-seed values by seed (every variant and derived check runs ``seeds``) at the
+    level ``confidence`` (``params:claims_confidence``)."""
     p = _params(params)
     for name, frame in (("fo_results", fo_results), ("small_results", small_results),
                         ("stoch_results", stoch_results), ("zo_results", zo_results),
@@ -214,7 +217,9 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
                                        szoht_q=p.zeroth_order.szoht_q)
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], derived, run_info,
                            p.seeds, title="Sparse optimisation with the two-step projection "
-                           "(ICML 2025)", figures=[f"figures/{f}.png" for f in FIGURES])
+                           "(ICML 2025)", figures=[f"figures/{f}.png" for f in FIGURES],
+                           confidence=confidence,
+                           seeds_of={v: list(p.seeds) for v in derived})
     checks = {k: v for k, v in derived.items() if ":" in k or k in ("2sp_methods",)}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
         "checks": checks,
