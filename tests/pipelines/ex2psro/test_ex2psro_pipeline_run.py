@@ -34,10 +34,18 @@ def test_ex2psro_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         (m, k) for m in ("ex2psro", "vanilla") for k in range(3)}
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "ex2psro" and claims["n_claims"] == 4
+    assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] is (claim["verdict"] == "holds")
+        assert claim["n_pairs"] == 2  # paired by seed: test seeds [0, 1]
         assert claim["method_value"] == pytest.approx(
             metrics["metrics"][claim["method"]][claim["metric"]])
+    # random's welfare is per seed (iteration 0 of that seed's runs), paired with the methods'
+    assert len(metrics["per_seed"]["random"]["final_welfare"]) == 2
+    start = {(c["method"], c["iteration"]): c["welfare_mean"] for c in curves}
+    assert metrics["metrics"]["random"]["final_welfare"] == pytest.approx(
+        start[("ex2psro", 0)]) == pytest.approx(start[("vanilla", 0)])
     assert (out / "figures" / "welfare_regret.png").exists()
     assert (kedro_project / "data/01_raw/ex2psro/bargaining_instances.txt").read_text().count(
         "\n") == 20

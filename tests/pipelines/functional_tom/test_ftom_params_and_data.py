@@ -31,7 +31,7 @@ def _with(path: str, value):
 
 def test_base_parameters_validate():
     p = validate_parameters(FunctionalTomParams, BASE, "functional_tom")
-    assert p.horizon == 100 and p.reference.rmax.m == 1 and len(p.seeds) == 3
+    assert p.horizon == 100 and p.reference.rmax.m == 1 and len(p.seeds) == 5
 
 
 @pytest.mark.parametrize("path, value, key", [

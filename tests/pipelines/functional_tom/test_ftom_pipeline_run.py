@@ -38,13 +38,15 @@ def test_functional_tom_runs_end_to_end_on_test_config(kedro_project, run_pipeli
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "functional_tom" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) >= 10
+    assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] is (claim["verdict"] == "holds")
         if claim["baseline"] in metrics["metrics"]:
             assert claim["method_value"] == pytest.approx(
                 metrics["metrics"][claim["method"]][claim["metric"]])
     oracle = next(c for c in claims["claims"] if c["method"] == "oracle")
-    assert oracle["holds"]
+    assert oracle["verdict"] == "holds" and oracle["test"] == "exact"  # known answer: zero
     assert {p.name for p in (out / "figures").iterdir()} == {
         "heatmap_literal_vs_functional.png", "tom_vs_regret.png", "cumulative_regret.png"}
 

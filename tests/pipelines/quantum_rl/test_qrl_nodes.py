@@ -28,7 +28,7 @@ def test_estimator_scaling_with_auto_k_uses_the_claim_environments_k():
         "estimator_scaling": {"p_values": [0.3], "log2_n": [9, 10], "reps": 2, "seed": 0},
         "circuit": {"enabled": False},
         "claims": [{"claim": "x", "metric": "m", "method": "q", "threshold": 1.0,
-                    "direction": "lower"}],
+                    "relation": "better", "direction": "lower"}],
     }
     table = nodes.estimator_scaling(params)
     quantum = table[table.method == "quantum"]

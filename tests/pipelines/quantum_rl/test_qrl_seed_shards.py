@@ -20,7 +20,7 @@ PARAMS = {
     "estimator_scaling": {"p_values": [0.3], "log2_n": [9, 10], "reps": 2, "seed": 0},
     "circuit": {"enabled": False},
     "claims": [{"claim": "x", "metric": "m", "method": "q", "threshold": 1.0,
-                "direction": "lower"}],
+                "relation": "better", "direction": "lower"}],
 }
 
 

@@ -185,9 +185,29 @@ def evaluate_runs(instances: str, params: dict[str, Any],
 FINAL_METRICS = ("welfare", "welfare_combined", "regret", "support", "max_welfare_cell")
 
 
+def random_welfare_per_seed(curves: pd.DataFrame, seeds: list[int]) -> list[float]:
+    """Uniform-random play's welfare for each seed: ``W`` of the one-policy population at
+    iteration 0 of that seed's runs (every method starts from the same uniform policy and the same
+    generator, so its runs of a seed share this estimate; the mean over methods is taken)."""
+    start = curves[curves["iteration"] == 0]
+    values = []
+    for seed in seeds:
+        rows = start[start["seed"] == seed]["welfare"].astype(float)
+        if rows.empty:
+            raise ValueError(f"ex2psro: no iteration-0 row for seed {seed}; re-run the seed shards")
+        values.append(float(rows.mean()))
+    return values
+
+
 def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own evaluation; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own evaluation; MLflow child runs.
+
+    Every claim pairs by seed (every method runs ``seeds``). ``random``'s ``final_welfare`` is
+    per seed (:func:`random_welfare_per_seed`, the run's own empirical game, the scale of the
+    methods' ``final_welfare``); its combined-game metrics are one evaluation each.
+    ``confidence``: the level of the claims' one-sided bounds (``params:claims_confidence``)."""
     p = _params(params)
     curves = evaluation["curves"]
     final = curves[curves["iteration"] == p.psro.iters]
@@ -197,9 +217,12 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
         metrics[name] = {f"final_{m}": rows[m].astype(float).tolist() for m in FINAL_METRICS}
     rnd = evaluation["random"]
     metrics["random"] = {f"final_{m}": [float(rnd[m])] for m in FINAL_METRICS}
+    metrics["random"]["final_welfare"] = random_welfare_per_seed(curves, list(p.seeds))
+    seeds_of = {name: list(p.seeds) for name in [*p.methods, "random"]}
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
                            p.seeds, title="Ex2PSRO (ICML 2025)",
-                           figures=["figures/welfare_regret.png"])
+                           figures=["figures/welfare_regret.png"], confidence=confidence,
+                           seeds_of=seeds_of)
     curve_table = (curves.groupby(["method", "iteration"])[["welfare", "regret"]]
                    .agg(["mean", "std"]).reset_index())
     curve_table.columns = ["_".join(c).strip("_") for c in curve_table.columns]

@@ -384,16 +384,22 @@ def _role(agent: str) -> str:
 
 
 def judge_claims(scores: pd.DataFrame, curves: pd.DataFrame, params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                 run_info: dict[str, Any], confidence: float = 0.90
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own episode scores; every agent is an
-    MLflow child run with the same metric names; the meta-training curves are logged too."""
+    MLflow child run with the same metric names; the meta-training curves are logged too.
+
+    Every agent plays the episodes of every evaluation seed, so the claims pair by seed;
+    ``confidence`` is the level of their one-sided bounds (``params:claims_confidence``)."""
     p = _params(params)
     metrics = agent_metrics(scores, p.paper_tabular_regret)
     cells = cell_table(scores)
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
                            p.seeds, title="Theory of Mind benchmarks are broken for LLMs "
                            "(ICML 2025): literal vs functional ToM",
-                           figures=[f"figures/{n}" for n in plots.FIGURES])
+                           figures=[f"figures/{n}" for n in plots.FIGURES],
+                           confidence=confidence,
+                           seeds_of={agent: list(p.seeds) for agent in metrics})
     extra = {"cells": cells.to_dict(orient="records"),
              "episodes": {agent: int(n) for agent, n in scores["agent"].value_counts().items()}}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)

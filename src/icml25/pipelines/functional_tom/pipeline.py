@@ -59,7 +59,8 @@ def create_pipeline(**kwargs) -> Pipeline:
               "functional_tom.meta_logs", "functional_tom.scenarios", "functional_tom.optimal"],
              "functional_tom.figures", name="plot_literal_vs_functional", namespace=NS),
         node(nodes.judge_claims,
-             ["functional_tom.episode_scores", "functional_tom.meta_train_curve", P, "run_info"],
+             ["functional_tom.episode_scores", "functional_tom.meta_train_curve", P, "run_info",
+              "params:claims_confidence"],
              ["functional_tom.metrics", "functional_tom.claims"], name="judge_claims",
              namespace=NS),
     ])

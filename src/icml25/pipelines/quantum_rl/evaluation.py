@@ -100,17 +100,28 @@ def variant_metrics(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFra
     return out
 
 
-def estimator_slopes(table: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """``{"estimator:<method>": {"error_slope": s, "error_at_max_n": e}}`` from the error table.
+def estimator_slopes(table: pd.DataFrame) -> dict[str, dict[str, float | list[float]]]:
+    """``{"estimator:<method>": {"error_slope": s, "error_at_max_n": e, "error_slope_per_seed":
+    [s per seed]}}`` from the error table.
 
-    The error is first averaged over the p-values (AE errors are a staircase in n for a single p).
+    The error is first averaged over the p-values (AE errors are a staircase in n for a single p);
+    ``error_slope`` and ``error_at_max_n`` pool every seed's table, ``error_slope_per_seed`` fits
+    each seed's table on its own (the claims pair over these). A table without a ``seed`` column
+    counts as one seed.
     """
+    if "seed" not in table.columns:
+        table = table.assign(seed=0)
     out = {}
     for method, g in table.groupby("method"):
         mean = g.groupby("n").error.mean()
+        per_seed = []
+        for _, one in g.groupby("seed", sort=False):
+            seed_mean = one.groupby("n").error.mean()
+            per_seed.append(loglog_slope(seed_mean.index.to_numpy(), seed_mean.to_numpy()))
         out[f"estimator:{method}"] = {
             "error_slope": loglog_slope(mean.index.to_numpy(), mean.to_numpy()),
             "error_at_max_n": float(mean.iloc[-1]),
+            "error_slope_per_seed": per_seed,
         }
     return out
 

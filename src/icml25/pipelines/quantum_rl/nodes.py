@@ -87,16 +87,21 @@ def solve_optimal(mdps: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def estimator_scaling(params: dict[str, Any]) -> pd.DataFrame:
     """Mean |p_hat - p| of the quantum and classical estimators for n = 2^k (spec "Estimator
-    check"), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa."""
+    check"), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa;
+    one table per seed of ``seeds`` (generator ``[estimator_scaling.seed, seed]``), stacked with
+    a ``seed`` column."""
     p = _params(params)
     cfg = p.estimator_scaling
     K = p.estimator.K
     if K == "auto":  # the K that Q-UCRL uses on the claim environment at horizon T
         S, A = build_mdp(p.claim_env, p.envs[p.claim_env].model_dump()).P.shape[:2]
         K = auto_k(union_bound_delta(p.delta, S, A, p.T))
-    rows = estimator_error_table(np.asarray(cfg.p_values), np.arange(cfg.log2_n[0],
-                                 cfg.log2_n[1] + 1), cfg.reps, K, p.estimator.kappa,
-                                 np.random.default_rng(cfg.seed), progress=p.progress)
+    rows = []
+    for seed in p.seeds:  # one independent table per seed: the slope claims pair over seeds
+        rng = np.random.default_rng([cfg.seed, seed])
+        rows += [{**row, "seed": seed} for row in estimator_error_table(
+            np.asarray(cfg.p_values), np.arange(cfg.log2_n[0], cfg.log2_n[1] + 1), cfg.reps, K,
+            p.estimator.kappa, rng, progress=p.progress)]
     return pd.DataFrame(rows)
 
 
@@ -258,8 +263,11 @@ def _artifacts(finals: dict[str, Any], variant: str, folder: Path) -> list[Path]
 def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
              finals: dict[str, Any], estimator_table: pd.DataFrame,
              circuit_metrics: dict[str, Any], optimal: dict[str, Any], params: dict[str, Any],
-             run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own results; MLflow child runs."""
+             run_info: dict[str, Any], confidence: float = 0.90
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own results; MLflow child runs.
+
+    ``confidence``: the level of every claim's one-sided bounds (``params:claims_confidence``)."""
     p = _params(params)
     check_curves(curves)
     envs = {e: (optimal[e]["n_states"], optimal[e]["n_actions"]) for e in p.envs}
@@ -272,7 +280,8 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
     claim_metrics = {**metrics, **slopes, **circuit_tv}
     figures = [f"figures/regret_{e}.png" for e in p.envs] + ["figures/estimator_error.png"]
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
-                           p.seeds, title=TITLE, figures=figures)
+                           p.seeds, title=TITLE, figures=figures, confidence=confidence,
+                           seeds_of={v: p.agent_seeds(v) for v in variants})
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
         "optimal": {e: {k: optimal[e][k] for k in ("rho_star", "rho_star_lp", "policy")}
                     for e in p.envs},
@@ -292,7 +301,8 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
             artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
             log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
                          artifacts_by_variant=artifacts, nan_ok=True)
-        log_claim_counts(claims, **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()})
+        log_claim_counts(claims, **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()
+                                    if not isinstance(v, list)})
     return report, claims
 
 
