@@ -42,11 +42,22 @@ def test_acorn_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert claims["pipeline"] == "acorn" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) >= 15
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
-        if claim["method"] in metrics["metrics"] and claim["baseline"] in metrics["metrics"]:
+        if claim["unit"] == "item":
+            # the items' terms average back to the paper metric of every seed
+            metric = claim["metric"].removeprefix("items_")
+            assert claim["n_pairs"] == 6 and claim["n_seeds"] == 2  # 6 test items per task
+            for side in ("method", "baseline"):
+                assert claim[f"{side}_value"] == pytest.approx(
+                    metrics["metrics"][claim[side]][metric])
+        elif claim["method"] in metrics["metrics"] and claim["baseline"] in metrics["metrics"]:
             assert claim["method_value"] == pytest.approx(
                 metrics["metrics"][claim["method"]][claim["metric"]])
+    # a deterministic baseline (scored once) repeats its item terms on every seed
+    dsp_items = metrics["per_unit"]["classical_dsp"]["items_doa_mae_t"]
+    assert all(len(v) == 2 and v[0] == v[1] for v in dsp_items.values())
     ratio = next(c for c in claims["claims"] if c["method"].startswith("ratio:"))
     assert ratio["method_value"] == pytest.approx(
         sum(a / b for a, b in zip(metrics["per_seed"]["acorn_phase"]["doa_mae_t"],

@@ -41,10 +41,17 @@ def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert claims["pipeline"] == "sortformer" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) >= 10
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
         assert _finite(claim["method_value"]), claim["claim"]
         assert claim["method_value"] == pytest.approx(
             metrics["metrics"][claim["method"]][claim["metric"]])
+        assert claim["n_pairs"] == 2  # paired over the test seeds [0, 1]
+        if claim["baseline"] == "clustering":  # deterministic: its one value on both seeds
+            assert len(metrics["per_seed"]["clustering"][claim["metric"]]) == 1
+            value = metrics["metrics"]["clustering"][claim["metric"]]
+            if _finite(value):
+                assert claim["baseline_value"] == pytest.approx(value)
 
     assert {p.name for p in (out / "figures").iterdir()} == {
         "activity.png", "der_by_speakers.png", "f1_ats_vs_pil.png"}

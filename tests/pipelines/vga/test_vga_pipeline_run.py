@@ -61,12 +61,22 @@ def test_vga_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert claims["pipeline"] == "vga" and claims["run"]["env"] == "test"
     assert claims["n_claims"] == len(claims["claims"]) == 10
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
-        assert claim["method_value"] == pytest.approx(
-            metrics["metrics"][claim["method"]][claim["metric"]])
+        if claim["unit"] == "item":  # paired over test graphs: mean of per-graph seed means
+            table = metrics["per_unit"][claim["method"]][claim["metric"]]
+            assert claim["n_pairs"] == len(table) and claim["n_seeds"] == 2
+            assert claim["method_value"] == pytest.approx(
+                sum(sum(v) / len(v) for v in table.values()) / len(table))
+        else:
+            assert claim["method_value"] == pytest.approx(
+                metrics["metrics"][claim["method"]][claim["metric"]])
+    iso = metrics["per_unit"]["cnn"]["items_iso_easy_test_layout"]
+    assert len(iso) == 8 and all(len(v) == 2 for v in iso.values())  # 8 test graphs, 2 seeds
+    assert len(metrics["per_unit"]["cnn"]["items_reasoning_test_layout"]) == 4 * 8
     oracle = next(c for c in claims["claims"] if c["method"] == "oracle")
-    assert oracle["holds"]
+    assert oracle["verdict"] == "holds" and oracle["test"] == "exact"
 
     assert {p.name for p in (out / "figures").iterdir()} == {"examples.png", "accuracy.png"}
     scores = pd.read_csv(out / "scores.csv")
@@ -138,6 +148,7 @@ def test_disabled_mllm_makes_no_call_and_returns_an_empty_table():
               "train": {"epochs": 1, "batch_size": 4}, "gap_tasks": ["ham_path"],
               "mllm": {"enabled": False, "base_url": "http://127.0.0.1:9/v1", "model": "x"},
               "claims": [{"claim": "c", "metric": "min_acc_all", "method": "oracle",
-                          "threshold": 1.0, "direction": "higher"}]}
+                          "relation": "within", "threshold": 1.0, "margin": 1e-6,
+                          "test": "exact"}]}
     out = nodes.mllm_eval(None, params)  # any request to port 9 would fail loudly
     assert out.empty and "response" in out.columns

@@ -72,3 +72,65 @@ def derived_variants(metrics: dict[str, dict[str, list[float]]]) -> dict[str, di
     ratios = {m: (np.asarray(phase[m]) / np.maximum(np.asarray(mag[m]), 1e-12)).tolist()
               for m in phase if m in mag and not higher_is_better(m)}
     return {RATIO: ratios}
+
+
+def _item_errors(task: str, pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """Per-item terms whose mean is the task's paper metric (:mod:`.metrics`): 0/1 correctness
+    (BCA / TCA), absolute error (MAE_f, MAE_t), absolute relative error in % (REP)."""
+    if task in ("los", "multipath"):
+        return (pred == true).astype(float)
+    if task == "range":
+        return np.abs(pred - true) / true * 100.0
+    return np.abs(pred - true)
+
+
+def item_scores(meta: pd.DataFrame, preds: pd.DataFrame, scores: pd.DataFrame,
+                seeds: Sequence[int]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per test item and seed, the term of each task's paper metric, for claims that pair over
+    test items (``unit: item``): ``{variant: {items_<metric>: {item: [value per seed]}}}``.
+
+    Every variant carries one value per seed of ``seeds``: a deterministic baseline scored once
+    (classical DSP, prior) repeats its value (it would answer the same on every seed), and
+    ``best_trivial`` takes, per seed and metric, the items of whichever of prior / that seed's
+    random predictor :func:`score_predictions` picked. The item mean of each seed equals the
+    seed's metric.
+    """
+    from icml25.pipelines.acorn.metrics import TASK_METRICS
+
+    labels = meta.set_index("item")["label"]
+    test = preds[preds["split"] == "test"]
+    per: dict[tuple[str, str], dict[int, pd.Series]] = {}
+    for (variant, seed, task), group in test.groupby(["variant", "seed", "task"], sort=True):
+        true = labels.loc[group["item"].to_numpy()].to_numpy(dtype=float)
+        err = _item_errors(task, group["pred"].to_numpy(dtype=float), true)
+        per.setdefault((str(variant), TASK_METRICS[task][0]), {})[int(seed)] = pd.Series(
+            err, index=group["item"].astype(str).to_numpy())
+    seeds = [int(s) for s in seeds]
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+
+    def put(variant: str, metric: str, by_seed: list[pd.Series]) -> None:
+        table = pd.concat(by_seed, axis=1)
+        out.setdefault(variant, {})[f"items_{metric}"] = {
+            str(k): [float(v) for v in row] for k, row in zip(table.index, table.to_numpy(),
+                                                             strict=True)}
+
+    for (variant, metric), by_seed in per.items():
+        if sorted(by_seed) == seeds:
+            put(variant, metric, [by_seed[s] for s in seeds])
+        elif len(by_seed) == 1:  # deterministic baseline, scored once
+            (only,) = by_seed.values()
+            put(variant, metric, [only] * len(seeds))
+    best = scores[scores["variant"] == "best_trivial"]
+    rand = scores[scores["variant"] == "random"]
+    for metric in {m for (_v, m) in per}:
+        if ("prior", metric) not in per or ("random", metric) not in per:
+            continue
+        (prior_items,) = per[("prior", metric)].values()
+        picked = []
+        for seed in seeds:
+            b = best[(best["seed"] == seed) & (best["metric"] == metric)]["value"]
+            r = rand[(rand["seed"] == seed) & (rand["metric"] == metric)]["value"]
+            use_random = len(b) and len(r) and float(b.iloc[0]) == float(r.iloc[0])
+            picked.append(per[("random", metric)][seed] if use_random else prior_items)
+        put("best_trivial", metric, picked)
+    return out

@@ -28,6 +28,7 @@ from icml25.pipelines.acorn.encoder import EncoderConfig
 from icml25.pipelines.acorn.evaluation import (
     ROLES,
     derived_variants,
+    item_scores,
     score_predictions,
     summarise,
 )
@@ -345,12 +346,27 @@ def evaluate(meta: pd.DataFrame, params: dict[str, Any], baselines: pd.DataFrame
                              p.data.mic_spacing, p.seeds)
 
 
-def judge_claims(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[str, Any],
+def item_errors(meta: pd.DataFrame, scores: pd.DataFrame, params: dict[str, Any],
+                baselines: pd.DataFrame, *predictions: pd.DataFrame) -> dict[str, Any]:
+    """Per test item and seed, each task's metric term (``items_<metric>``), for the claims
+    that pair over test items (:func:`icml25.pipelines.acorn.evaluation.item_scores`)."""
+    p = _params(params)
+    return item_scores(meta, pd.concat([baselines, *predictions], ignore_index=True), scores,
+                       p.seeds)
+
+
+def judge_claims(scores: pd.DataFrame, items: dict[str, Any], params: dict[str, Any],
+                 run_info: dict[str, Any], confidence: float,
                  *models: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
+    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs.
+
+    Claims are judged at ``confidence`` (``params:claims_confidence``): per-seed metrics pair
+    over seeds, ``items_<metric>`` ({item: [per seed]}) over the test items (``unit: item``)."""
     p = _params(params)
     metrics = summarise(scores)
     claim_metrics = {**metrics, **derived_variants(metrics)}
+    for variant, tables in items.items():
+        claim_metrics[variant] = {**claim_metrics.get(variant, {}), **tables}
     training: dict[str, dict[str, Any]] = {}
     for bundle in models:  # every variant's seed shards
         for key in sorted(bundle):
@@ -362,8 +378,10 @@ def judge_claims(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[st
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
                            run_info, p.seeds,
                            title="ACORN: physical awareness from sound (ICML 2025)",
-                           figures=["figures/examples.png", "figures/error_vs_condition.png"])
-    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                           figures=["figures/examples.png", "figures/error_vs_condition.png"],
+                           confidence=confidence)
+    per_unit = {v: {**metrics.get(v, {}), **tables} for v, tables in items.items()}
+    report = metrics_report(PIPELINE, {**metrics, **per_unit}, run_info, p.seeds,
                             extra={"derived": derived_variants(metrics), "training": training})
     if mlflow.active_run() is not None:
         means = seed_means(metrics)

@@ -3,7 +3,8 @@ accuracy, average rank, wins/ties/losses, Wilcoxon signed-rank p-value (>= 5 dat
 train/inference time, expert load and the CBF interpretability ratio.
 
 Every variant reports the same metric names (NaN where a variant did not run on a set), as a
-list over its seeds, so :mod:`icml25.core.claims` judges the seed mean and logs the spread.
+list over its seeds, which :mod:`icml25.core.claims` pairs seed by seed; ``dataset_units`` gives
+the per-data-set tables for the claims that pair over data sets.
 """
 
 from __future__ import annotations
@@ -149,3 +150,30 @@ def summarise(results: pd.DataFrame, datasets: list[str]) -> dict[str, Any]:
         }
     return {"per_dataset": per_dataset, "softshape_vs": versus, "expert_load": load_summary,
             "timing": timing_out, "model_selection": selection, "datasets": datasets}
+
+
+#: variants without a seed (fit once, on the first seed): see ``aeon_baselines.run_aeon``
+DETERMINISTIC = ("nn_dtw",)
+
+
+def dataset_units(results: pd.DataFrame, datasets: list[str], seeds: list[int]
+                  ) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per-data-set accuracies for claims that pair over data sets (``unit: dataset``):
+    ``{variant: {"acc_by_dataset": {dataset: [accuracy per seed of seeds]}}}`` (fold mean).
+
+    A deterministic variant (1-NN DTW, fit once) repeats its one accuracy for every seed, as it
+    would be the same on each; a variant missing a data set or a seed gets no table (its claims
+    then stop with a clear error instead of pairing different seeds).
+    """
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for variant, rows in results.groupby("variant", sort=False):
+        table: dict[str, list[float]] = {}
+        for name in datasets:
+            values = _per_seed(rows[rows["dataset"] == name], "accuracy")
+            if variant in DETERMINISTIC and len(values) == 1:
+                table[name] = [next(iter(values.values()))] * len(seeds)
+            elif sorted(values) == sorted(seeds):
+                table[name] = [values[s] for s in seeds]
+        if len(table) == len(datasets):
+            out[str(variant)] = {"acc_by_dataset": table}
+    return out

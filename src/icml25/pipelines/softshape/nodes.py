@@ -25,7 +25,12 @@ from icml25.core.tracking import (
     variant_run,
 )
 from icml25.pipelines.softshape.classifiers import TrainSettings
-from icml25.pipelines.softshape.evaluation import summarise, variant_metrics
+from icml25.pipelines.softshape.evaluation import (
+    DETERMINISTIC,
+    dataset_units,
+    summarise,
+    variant_metrics,
+)
 from icml25.pipelines.softshape.experiment import (
     prepare_dataset,
     run_aeon,
@@ -193,23 +198,31 @@ def _split_shards(n_shards: int, shards: tuple[Any, ...], groups: int) -> list[t
 
 
 # ----------------------------------------------------------------------------- evaluation
-def evaluate(params: dict[str, Any], run_info: dict[str, Any], *shards: pd.DataFrame,
-             n_shards: int = 1) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+def evaluate(params: dict[str, Any], run_info: dict[str, Any], confidence: float,
+             *shards: pd.DataFrame, n_shards: int = 1
+             ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
     """Per-data-set table, ``metrics.json`` and ``claims.json`` from the run's own results
     (``n_shards`` seed shards each of the method's, the ablations' and the baselines' rows, in
     that order); each variant as an MLflow child run with the same metric names; expert load
-    logged."""
+    logged. Claims are judged at ``confidence`` (``params:claims_confidence``); per-seed
+    metrics pair over seeds, ``acc_by_dataset`` over the data sets (``unit: dataset``)."""
     p = _params(params)
     method, ablations, baselines = (_merge_rows(g) for g in _split_shards(n_shards, shards, 3))
     results = pd.concat([t for t in (method, ablations, baselines) if len(t)],
                         ignore_index=True)
     metrics = variant_metrics(results, p.all_datasets, p.ablations.datasets, p.seeds)
+    units = dataset_units(results, p.all_datasets, list(p.seeds))
+    judged = {v: {**m, **units.get(v, {})} for v, m in metrics.items()}
     summary = summarise(results, p.all_datasets)
     claims = claims_report(
-        PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info, p.seeds,
+        PIPELINE, [c.model_dump() for c in p.claims], judged, run_info, p.seeds,
         title="SoftShape: soft sparse shapes for time-series classification (ICML 2025)",
-        figures=["figures/accuracy.png", "figures/scores_CBF.png", "figures/expert_load.png"])
-    report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=summary)
+        figures=["figures/accuracy.png", "figures/scores_CBF.png", "figures/expert_load.png"],
+        confidence=confidence,
+        seeds_of={v: sorted(int(s) for s in g["seed"].unique())
+                  for v, g in results.groupby("variant", sort=False)
+                  if v not in DETERMINISTIC})
+    report = metrics_report(PIPELINE, judged, run_info, p.seeds, extra=summary)
     if mlflow.active_run() is not None:
         roles = {v: ("method" if v == "softshape" else
                      "ablation" if v in p.ablations.variants else "baseline") for v in metrics}

@@ -472,18 +472,37 @@ def _asr_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+#: baselines without a seed (``run_clustering_baseline`` runs them once, as seed 0)
+DETERMINISTIC = ("clustering", "clustering_oracle_k")
+
+
+def _per_seed_for_claims(metrics: dict[str, dict[str, list[float]]], seeds: list[int]
+                         ) -> dict[str, dict[str, list[float]]]:
+    """The claims' view: a deterministic baseline's single value repeated for every seed (it
+    would be the same on each), so a claim pairs each seed of a model with it."""
+    out = {}
+    for variant, values in metrics.items():
+        if variant in DETERMINISTIC:
+            values = {m: (v * len(seeds) if len(v) == 1 else v) for m, v in values.items()}
+        out[variant] = values
+    return out
+
+
 def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
                  cpwer_table: pd.DataFrame, stats: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs."""
+                 run_info: dict[str, Any], confidence: float
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
+    Claims are paired over the seeds at ``confidence`` (``params:claims_confidence``)."""
     p = _params(params)
     diar = _diar_metrics(pd.concat([der_table, clustering_table], ignore_index=True))
     asr = _asr_metrics(cpwer_table)
     metrics = {**diar, **asr}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims],
+                           _per_seed_for_claims(metrics, list(p.seeds)), run_info,
                            p.seeds, title="Sortformer (ICML 2025)",
                            figures=["figures/activity.png", "figures/der_by_speakers.png",
-                                    "figures/f1_ats_vs_pil.png"])
+                                    "figures/f1_ats_vs_pil.png"], confidence=confidence)
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"session_stats": stats,
                                    "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp

@@ -69,7 +69,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              "sortformer.cpwer_table", name="merge_cpwer_tables", namespace=NS),
         node(nodes.judge_claims,
              ["sortformer.der_table", "sortformer.clustering_table", "sortformer.cpwer_table",
-              "sortformer.session_stats", P, "run_info"],
+              "sortformer.session_stats", P, "run_info", "params:claims_confidence"],
              ["sortformer.metrics", "sortformer.claims"], name="judge_claims", namespace=NS),
         node(_bind(nodes.log_training_curves, n_shards=n), [P, *models], None,
              name="log_training_curves", namespace=NS),

@@ -244,12 +244,20 @@ def score_predictions(predictions: pd.DataFrame) -> pd.DataFrame:
 
 
 def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any], *models: dict[str, Any]
+                 run_info: dict[str, Any], confidence: float, *models: dict[str, Any]
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from this run's predictions; MLflow child runs."""
+    """``metrics.json`` and ``claims.json`` from this run's predictions; MLflow child runs.
+
+    Claims are judged at ``confidence`` (``params:claims_confidence``). Per-seed metrics pair
+    over seeds; the ``items_*`` metrics ({sample_id: [0/1 per seed]}) let a claim pair over
+    the test graphs (``unit: item``)."""
     p = _params(params)
     protocol = _protocol(p)
     metrics = scoring.variant_metrics(predictions, protocol, p.gap_tasks)
+    items = scoring.item_metrics(predictions, protocol, p.gap_tasks)
+    judged = {v: {**values, **items.get(v, {})} for v, values in metrics.items()}
+    seeds_of = {v: sorted(int(s) for s in g["seed"].unique())
+                for v, g in predictions.groupby("variant", sort=False)}
     trained: dict[str, dict[str, Any]] = {}  # every seed shard of a model together
     for bundle in models:
         for key, entry in bundle.items():
@@ -264,13 +272,14 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
                 "best_test_acc_over_epochs_optimistic": {
                     lo: max(v) for lo, v in meta["test_acc_by_epoch"].items()},
                 "train_seconds": meta["seconds"]}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
+    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], judged, run_info,
                            p.seeds, title="Visual Graph Arena (ICML 2025)",
-                           figures=["figures/accuracy.png", "figures/examples.png"])
+                           figures=["figures/accuracy.png", "figures/examples.png"],
+                           confidence=confidence, seeds_of=seeds_of)
     extra = {"protocol": protocol, "label_report": report,
              "per_class_accuracy": scoring.per_class_accuracy(predictions),
              "confusion": scoring.confusion_matrices(predictions), "training": training}
-    out = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
+    out = metrics_report(PIPELINE, judged, run_info, p.seeds, extra=extra)
     if mlflow.active_run() is not None:
         roles = {v: "method" if v in (*MODELS, "mllm") else "baseline" for v in metrics}
         means = seed_means(metrics)

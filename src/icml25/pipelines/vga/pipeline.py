@@ -63,7 +63,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.score_predictions, "vga.predictions", "vga.scores",
              name="score_predictions", namespace=ns),
         node(nodes.judge_claims,
-             ["vga.predictions", "vga.label_report", P, "run_info",
+             ["vga.predictions", "vga.label_report", P, "run_info", "params:claims_confidence",
               *(f"{s}.models" for s in shards)],
              ["vga.metrics", "vga.claims"], name="judge_claims", namespace=ns),
         node(nodes.plot_figures, ["vga.images", "vga.predictions", "vga.metrics", P],

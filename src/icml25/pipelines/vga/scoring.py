@@ -136,3 +136,37 @@ def per_class_accuracy(predictions: pd.DataFrame) -> dict:
         out.setdefault(variant, {}).setdefault(task, {})[layout] = {
             names[c]: _acc(g[g["label"] == c]) for c in range(len(names))}
     return out
+
+
+def item_metrics(predictions: pd.DataFrame, protocol: Mapping[str, Mapping[str, object]],
+                 gap_tasks: Sequence[str]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per-item correctness for the claims that pair over test graphs (units = ``sample_id``).
+
+    ``{variant: {metric: {sample_id: [0/1 per seed]}}}`` with ``items_<task>_test_layout`` (each
+    task's test graphs in its test layout) and ``items_reasoning_test_layout`` (the test graphs
+    of every ``gap_tasks`` task in its test layout, pooled). A variant gets a metric only where
+    it answered every seed's items of those tasks (the MLLM's sample, ``pixel_distance_lr``
+    outside shortest_path get none).
+    """
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for variant, frame in predictions.groupby("variant", sort=False):
+        seeds = sorted(frame["seed"].unique())
+        tables: dict[str, dict[str, list[float]]] = {}
+        for task, proto in protocol.items():
+            sel = frame[(frame["task"] == task) & (frame["layout"] == proto["test_layout"])]
+            if sel.empty:
+                continue
+            wide = (sel.assign(correct=(sel["pred"] == sel["label"]).astype(float))
+                    .pivot_table(index="sample_id", columns="seed", values="correct",
+                                 aggfunc="mean"))
+            if list(wide.columns) != seeds or wide.isna().any().any():
+                continue
+            tables[f"items_{task}_test_layout"] = {
+                str(k): [float(v) for v in row] for k, row in zip(wide.index, wide.to_numpy(),
+                                                                 strict=True)}
+        pooled = [f"items_{t}_test_layout" for t in gap_tasks]
+        if gap_tasks and all(name in tables for name in pooled):
+            tables["items_reasoning_test_layout"] = {
+                k: v for name in pooled for k, v in tables[name].items()}
+        out[str(variant)] = tables
+    return out
