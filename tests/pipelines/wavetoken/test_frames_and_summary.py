@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from icml25.core.params import ParameterError, validate_parameters
+from icml25.pipelines.wavetoken import metrics as fm
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
-from icml25.pipelines.wavetoken.evaluation import summarise_metrics
+from icml25.pipelines.wavetoken.evaluation import score_series, summarise_metrics, unit_metrics
 from icml25.pipelines.wavetoken.frames import (
     EvalSet,
     eval_sets_to_frame,
@@ -73,6 +74,45 @@ def test_summary_is_geometric_mean_of_ratios_with_identical_names():
     assert out["a"]["avg_rank_wql_real"] == [1.0] and out["b"]["avg_rank_wql_real"] == [3.0]
     names = {frozenset(m) for m in out.values()}
     assert len(names) == 1
+
+
+def _series_scores(shares):
+    return pd.DataFrame([{"variant": v, "seed": seed, "dataset": "chirps", "group": "stress",
+                          "series": i, "wql_share": x}
+                         for v, per_seed in shares.items() for seed, row in enumerate(per_seed)
+                         for i, x in enumerate(row)])
+
+
+def test_unit_metrics_are_log_ratios_per_dataset_and_shares_per_series():
+    scores = _scores()
+    shares = {"seasonal_naive": [[0.6, 1.0]], "a": [[0.2, 0.6], [0.3, 0.5]]}
+    out = unit_metrics(scores, _series_scores(shares))
+    logs = out["a"]["log_rel_wql_real"]
+    assert set(logs) == {"d1", "d2"}  # real datasets only
+    assert logs["d1"] == [pytest.approx(np.log(0.5)), pytest.approx(np.log(0.55))]
+    # the mean over datasets of the log ratios is the log of the aggregate, seed by seed
+    agg = summarise_metrics(scores)["a"]["agg_rel_wql_real"]
+    for seed in (0, 1):
+        assert np.mean([v[seed] for v in logs.values()]) == pytest.approx(np.log(agg[seed]))
+    assert out["seasonal_naive"]["log_rel_mase_real"]["d2"] == [pytest.approx(0.0)]
+    # series shares over seasonal naive's set WQL (0.8 for chirps in _scores)
+    by_series = out["a"]["rel_wql_chirps_by_series"]
+    assert by_series == {"series_0": [pytest.approx(0.25), pytest.approx(0.375)],
+                         "series_1": [pytest.approx(0.75), pytest.approx(0.625)]}
+
+
+def test_series_shares_average_to_the_set_wql():
+    rng = np.random.default_rng(3)
+    levels = [0.1, 0.5, 0.9]
+    futures = rng.normal(5.0, 1.0, size=(4, 6))
+    s = EvalSet("chirps", "stress", 1, 6, [np.arange(10.0)] * 4, futures)
+    real = EvalSet("d1", "zero_shot", 1, 6, [np.arange(10.0)] * 4, futures)
+    q = np.sort(rng.normal(5.0, 1.0, size=(4, 3, 6)), axis=1)
+    tables = [pd.concat([quantiles_to_frame("m", 0, "chirps", q, levels),
+                         quantiles_to_frame("m", 0, "d1", q, levels)])]
+    out = score_series([s, real], tables, levels)
+    assert set(out["dataset"]) == {"chirps"} and len(out) == 4  # synthetic sets only
+    assert out["wql_share"].mean() == pytest.approx(fm.weighted_quantile_loss(futures, q, levels))
 
 
 def test_synthesis_gain_known_values():

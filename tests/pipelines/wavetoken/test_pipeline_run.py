@@ -37,17 +37,35 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "wavetoken" and claims["run"]["env"] == "test"
-    assert claims["n_claims"] == len(claims["claims"]) >= 9
+    assert claims["n_claims"] == len(claims["claims"]) == 10
+    assert claims["confidence"] == pytest.approx(0.90)
+    per_unit = metrics["per_unit"]
     for claim in claims["claims"]:
-        assert isinstance(claim["holds"], bool)
+        assert claim["verdict"] in ("holds", "fails", "inconclusive")
+        assert claim["holds"] == (claim["verdict"] == "holds")
         assert _finite(claim["method_value"]) and _finite(claim["baseline_value"])
-        if claim["baseline"] in metrics["metrics"]:
+        if claim["unit"] == "dataset":  # log ratios: their mean is log of the aggregate
+            agg = claim["metric"].replace("log_rel_", "agg_rel_")
+            assert claim["n_pairs"] == len(per_unit["wavetoken"][claim["metric"]]) == 4  # 2 + 2
+            assert claim["method_value"] == pytest.approx(
+                np.mean(np.log(metrics["per_seed"]["wavetoken"][agg])))
+            assert claim["n_seeds"] == 2
+        elif claim["baseline"] in metrics["metrics"]:  # synthetic sets: paired over the seeds
+            assert claim["n_pairs"] == 2
             assert claim["method_value"] == pytest.approx(
                 metrics["metrics"][claim["method"]][claim["metric"]])
             assert claim["baseline_value"] == pytest.approx(
                 metrics["metrics"][claim["baseline"]][claim["metric"]])
+    # each synthetic series' share of its set's WQL averages to the set's relative WQL
+    shares = per_unit["wavetoken"]["rel_wql_chirps_by_series"]
+    assert len(shares) == 2  # conf/test: stress.n_series 2
+    assert np.mean([np.mean(v) for v in shares.values()]) == pytest.approx(
+        metrics["metrics"]["wavetoken"]["rel_wql_chirps"])
     exact = next(c for c in claims["claims"] if c["metric"] == "transform_roundtrip_max_error")
-    assert exact["holds"] and exact["method_value"] < 1e-9
+    assert exact["verdict"] == "holds" and exact["test"] == "exact"
+    assert exact["method_value"] < 1e-9
+    bound = next(c for c in claims["claims"] if c["metric"] == "quantisation_error_over_bound")
+    assert bound["verdict"] == "holds" and bound["method_value"] <= 1.0
 
     assert {p.name for p in (out / "figures").iterdir()} == {"sparse_spikes.png", "chirps.png"}
     models = kedro_project / "data/06_models/wavetoken"

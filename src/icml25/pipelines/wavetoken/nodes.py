@@ -34,7 +34,9 @@ from icml25.pipelines.wavetoken import metrics as fm
 from icml25.pipelines.wavetoken.evaluation import (
     per_dataset_scores,
     score_forecasts,
+    score_series,
     summarise_metrics,
+    unit_metrics,
 )
 from icml25.pipelines.wavetoken.forecaster import forecast
 from icml25.pipelines.wavetoken.frames import (
@@ -267,19 +269,36 @@ def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
     return score_forecasts(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
 
 
+def evaluate_series(eval_sets: pd.DataFrame, params: dict[str, Any],
+                    *forecast_tables: pd.DataFrame) -> pd.DataFrame:
+    """Each synthetic series' share of its set's WQL, per (variant, seed): the units that the
+    KernelSynth and stress-pattern claims pair over."""
+    p = _params(params)
+    return score_series(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
+
+
 def judge_claims(
-    scores: pd.DataFrame, roundtrip: dict[str, Any], params: dict[str, Any],
-    run_info: dict[str, Any],
+    scores: pd.DataFrame, series_scores: pd.DataFrame, roundtrip: dict[str, Any],
+    params: dict[str, Any], run_info: dict[str, Any], confidence: float,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs."""
+    """``metrics.json`` and ``claims.json`` from the run's own scores; MLflow child runs.
+
+    Real-data claims pair over datasets (``log_rel_<m>_real``), synthetic ones over series
+    (``rel_wql_<set>_by_series``), see :func:`~icml25.pipelines.wavetoken.evaluation.unit_metrics`;
+    MLflow gets the per-seed aggregates only.
+    """
     p = _params(params)
     metrics = summarise_metrics(scores)
-    claim_metrics = {**metrics, **{f"tokenizer:{v}": r for v, r in roundtrip.items()}}
+    units = unit_metrics(scores, series_scores)
+    variant_metrics: dict[str, Any] = {v: {**m, **units.get(v, {})} for v, m in metrics.items()}
+    claim_metrics = {**variant_metrics, **{f"tokenizer:{v}": r for v, r in roundtrip.items()}}
     plotted = set(scores["dataset"])
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics,
                            run_info, p.seeds, title="WaveToken (ICML 2025)",
-                           figures=[f"figures/{name}.png" for name in p.plots if name in plotted])
-    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
+                           figures=[f"figures/{name}.png" for name in p.plots if name in plotted],
+                           confidence=confidence,
+                           seeds_of={v: p.seeds_of(v) for v in VARIANTS})
+    report = metrics_report(PIPELINE, variant_metrics, run_info, p.seeds,
                             extra={"tokenizer_roundtrip": roundtrip,
                                    "per_dataset": per_dataset_scores(scores)})
     if mlflow.active_run() is not None:

@@ -176,5 +176,6 @@ class WavetokenParams(ParamsModel):
         return self
 
     def seeds_of(self, variant: str) -> list[int]:
-        """A variant's seeds: its own list (ablations may use fewer) or the pipeline's."""
+        """A variant's seeds: its own list or the pipeline's (the configs set none of their own:
+        a paired claim refuses variants that ran different seeds)."""
         return self.variants[variant].seeds or self.seeds
