@@ -17,6 +17,7 @@ from icml25.core.claims import (
     evaluate_claim,
     metrics_report,
     verdict_counts,
+    with_unit_values,
 )
 
 # lower is better ("wql"); per seed
@@ -316,3 +317,16 @@ def test_metrics_report_summarises_seeds_and_keeps_units_apart():
     assert "log_wql" not in report["metrics"]["m"]
     assert report["per_unit"]["m"]["log_wql"] == {"d1": [0.1, 0.2]}
     assert report["per_seed"]["m"]["wql"] == [0.5, 0.7]
+
+
+def test_with_unit_values_swaps_in_the_per_unit_metric_of_unit_claims_only():
+    specs = [claim(metric="acc", unit="image", direction="higher"), claim()]
+    per_unit = {"method": {"acc": {"0": [1.0], "1": [0.0]}},
+                "baseline": {"acc": {"0": [0.0], "1": [0.0]}}}
+    out = with_unit_values(specs, METRICS, per_unit, "demo")
+    assert out["method"]["acc"] == {"0": [1.0], "1": [0.0]}
+    assert out["method"]["wql"] == METRICS["method"]["wql"]  # the seed claim keeps its values
+    assert METRICS["method"]["acc"] == [0.9] * 5  # the input is not modified
+    with pytest.raises(ClaimError, match=r"demo claim 'c': no per-image values of 'acc' for "
+                                         r"'baseline'; per-image metrics of 'baseline': \[\]"):
+        with_unit_values(specs, METRICS, {"method": per_unit["method"]}, "demo")

@@ -386,6 +386,33 @@ def evaluate_claims(
     return [evaluate_claim(spec, metrics, confidence, seeds_of) for spec in specs]
 
 
+def with_unit_values(
+    specs: Sequence[ClaimSpec | Mapping[str, Any]], metrics: Metrics,
+    per_unit: Mapping[str, Mapping[str, Any]], pipeline: str,
+) -> dict[str, dict[str, Any]]:
+    """``metrics`` in which every unit claim's metric, for its method and baseline, is replaced
+    by its per-unit values ``per_unit[variant][metric]`` (``{unit: per-seed values}``).
+
+    A unit claim whose variant has no per-unit values of its metric is a named error that lists
+    the metrics that do have them.
+    """
+    out = {variant: dict(values) for variant, values in metrics.items()}
+    for spec in specs:
+        spec = spec if isinstance(spec, ClaimSpec) else ClaimSpec.model_validate(dict(spec))
+        if spec.unit is None:
+            continue
+        for variant in (spec.method, spec.baseline):
+            if variant is None:
+                continue
+            if spec.metric not in per_unit.get(variant, {}):
+                raise ClaimError(
+                    f"{pipeline} claim {spec.claim!r}: no per-{spec.unit} values of "
+                    f"{spec.metric!r} for {variant!r}; per-{spec.unit} metrics of {variant!r}: "
+                    f"{sorted(per_unit.get(variant, {}))}")
+            out.setdefault(variant, {})[spec.metric] = per_unit[variant][spec.metric]
+    return out
+
+
 def verdict_counts(claims: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """``{"holds": n, "fails": n, "inconclusive": n}`` of judged claims."""
     return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}

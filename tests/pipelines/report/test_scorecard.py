@@ -51,7 +51,7 @@ def test_collect_marks_missing_papers_not_run():
 
 def test_a_claims_file_without_verdicts_is_named_for_a_rerun():
     old = {**CLAIMS, "claims": [{"claim": "A beats B", "holds": True}]}
-    with pytest.raises(ValueError, match="alpha's claims.json .* re-run alpha"):
+    with pytest.raises(ValueError, match=r"alpha's claims\.json .* re-run alpha"):
         collect(PAPERS, [old])
 
 

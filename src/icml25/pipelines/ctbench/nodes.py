@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icml25.core.claims import claims_report, metrics_report
+from icml25.core.claims import claims_report, metrics_report, with_unit_values
 from icml25.core.device import resolve_device, seed_everything, set_threads, thread_cap
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
@@ -235,24 +235,6 @@ def per_image(tables: list[pd.DataFrame]) -> dict[str, dict[str, dict[str, list[
     return out
 
 
-def _claim_metrics(claims: list[dict[str, Any]], metrics: dict[str, Any],
-                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The claims' metrics: a claim with a ``unit`` reads its accuracy per test image."""
-    out = {v: dict(m) for v, m in metrics.items()}
-    for c in claims:
-        if c.get("unit") is None:
-            continue
-        for variant in (c["method"], c.get("baseline")):
-            if variant is None:
-                continue
-            if c["metric"] not in items.get(variant, {}):
-                raise ValueError(f"ctbench claim {c['claim']!r}: no per-image values of "
-                                 f"{c['metric']!r} for {variant!r} (only "
-                                 f"{sorted(PER_SAMPLE)} per ε setting have them)")
-            out[variant][c["metric"]] = items[variant][c["metric"]]
-    return out
-
-
 def _merge_shards(tables: tuple[pd.DataFrame, ...], n_shards: int) -> list[pd.DataFrame]:
     """One certification table per (ε setting, method) from its ``n_shards`` consecutive seed
     shards, rows ordered as one node certifying every seed writes them (models by their
@@ -283,7 +265,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
     violations = float(((all_tables["certified"] & ~all_tables["pgd_robust"])
                         | (all_tables["pgd_robust"] & ~all_tables["correct"])).sum())
     specs = [c.model_dump() for c in p.claims]
-    claim_metrics = {**_claim_metrics(specs, metrics, per_image(tables)),
+    claim_metrics = {**with_unit_values(specs, metrics, per_image(tables), PIPELINE),
                      "all_models": {"ordering_violations": violations}}
     claims = claims_report(PIPELINE, specs, claim_metrics,
                            run_info, p.seeds, title="CTBench: certified training (ICML 2025)",

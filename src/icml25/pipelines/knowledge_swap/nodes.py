@@ -18,7 +18,7 @@ import mlflow
 import numpy as np
 import torch
 
-from icml25.core.claims import claims_report, metrics_report
+from icml25.core.claims import claims_report, metrics_report, with_unit_values
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset, stratified_split
 from icml25.core.params import validate_parameters
@@ -286,24 +286,6 @@ def per_image(results: dict[str, list[dict[str, Any]]]
     return out
 
 
-def _claim_metrics(claims: list[dict[str, Any]], metrics: dict[str, Any],
-                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The claims' metrics: a claim with a ``unit`` reads its accuracy per test image."""
-    out = {v: dict(m) for v, m in metrics.items()}
-    for c in claims:
-        if c.get("unit") is None:
-            continue
-        for variant in (c["method"], c.get("baseline")):
-            if variant is None:
-                continue
-            if c["metric"] not in items.get(variant, {}):
-                raise ValueError(f"knowledge_swap claim {c['claim']!r}: no per-image values of "
-                                 f"{c['metric']!r} for {variant!r} (only the swap variants' "
-                                 f"acc_<set>_final have them)")
-            out[variant][c["metric"]] = items[variant][c["metric"]]
-    return out
-
-
 def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: float,
                  *shards: Any, n_shards: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own accuracies (every seed shard of
@@ -313,7 +295,8 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
     pretrained, oracle, results = _split_shards(n_shards, shards)
     metrics = collect_metrics(pretrained, oracle, results, p.seeds)
     specs = [c.model_dump() for c in p.claims]
-    claims = claims_report(PIPELINE, specs, _claim_metrics(specs, metrics, per_image(results)),
+    claim_metrics = with_unit_values(specs, metrics, per_image(results), PIPELINE)
+    claims = claims_report(PIPELINE, specs, claim_metrics,
                            run_info, p.seeds, title="Knowledge swapping via learning and "
                            "unlearning (ICML 2025)",
                            figures=["figures/stage_accuracy.png", "figures/lora_norms.png"],

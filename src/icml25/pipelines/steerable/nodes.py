@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from icml25.core.claims import claims_report, metrics_report
+from icml25.core.claims import claims_report, metrics_report, with_unit_values
 from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset
 from icml25.core.params import validate_parameters
@@ -346,25 +346,6 @@ def collect_metrics(scores: pd.DataFrame) -> tuple[dict[str, dict[str, list[floa
     return main, encoder, items
 
 
-def _claim_metrics(claims: list[dict[str, Any]], main: dict[str, Any], encoder: dict[str, Any],
-                   items: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The metrics the claims are judged on: a claim with a ``unit`` (test images or shapes)
-    reads its accuracy per test item (``{item: per-seed 0/1}``) instead of the per-seed means."""
-    out = {v: dict(m) for v, m in {**main, **encoder}.items()}
-    for c in claims:
-        if c.get("unit") is None:
-            continue
-        for variant in (c["method"], c.get("baseline")):
-            if variant is None:
-                continue
-            if c["metric"] not in items.get(variant, {}):
-                raise ValueError(f"steerable claim {c['claim']!r}: no per-item values of "
-                                 f"{c['metric']!r} for {variant!r} (only acc_<protocol> has "
-                                 f"them)")
-            out[variant][c["metric"]] = items[variant][c["metric"]]
-    return out
-
-
 def _seed_lists(p: SteerableParams, variants: list[str]) -> dict[str, list[str]]:
     """``{variant: ["<protocol>:<seed>", ...]}``: what each variant ran, for the engine's check
     that a paired claim compares variants trained on the same protocols and seeds."""
@@ -390,7 +371,8 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
                 main[v][name] = [float("nan")]
     roles = {**ROLES, **ROLES_3D}
     specs = [c.model_dump() for c in p.claims]
-    claims = claims_report(PIPELINE, specs, _claim_metrics(specs, main, encoder, items),
+    claim_metrics = with_unit_values(specs, {**main, **encoder}, items, PIPELINE)
+    claims = claims_report(PIPELINE, specs, claim_metrics,
                            run_info, p.seeds, title="Steerable Transformers (ICML 2025)",
                            figures=["figures/accuracy_by_angle.png",
                                     "figures/invariance_by_angle.png",
