@@ -85,3 +85,15 @@ def check_claims_document(doc: dict, where: str = "claims.json") -> None:
         validate_claims_document(doc, where)
     except ClaimError as err:
         pytest.fail(str(err))
+
+
+@pytest.fixture
+def mlflow_tmp(tmp_path: Path) -> Iterator[str]:
+    """Point MLflow at a fresh sqlite store for one test."""
+    previous = mlflow.get_tracking_uri()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    yield uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri(previous)

@@ -14,7 +14,8 @@ PAPERS = [{"name": "alpha", "title": "Alpha <paper>", "arxiv": ""},
 def _claim(**kw):
     base = {"metric": "wql", "method": "A", "relation": "better", "direction": "lower",
             "margin": 0.0, "unit": None, "paired": True, "test": "t", "method_std": 0.0,
-            "baseline_std": 0.0, "ci_level": 0.9, "n_pairs": 3, "n_seeds": 3, "reason": ""}
+            "baseline_std": 0.0, "ci_level": 0.9, "ci_units": None, "ci_seeds": None,
+            "n_pairs": 3, "n_seeds": 3, "reason": ""}
     return {**base, **kw, "holds": kw["verdict"] == "holds"}
 
 
@@ -30,7 +31,8 @@ CLAIMS = {
                ci_high=0.15, method_value=0.5, baseline_value=0.4, verdict="fails"),
         _claim(claim="A matches C", baseline="C", relation="within", direction=None,
                margin=0.05, unit="dataset", difference=0.02, ci_low=-0.03, ci_high=0.07,
-               n_pairs=17, method_value=0.5, baseline_value=0.48, verdict="inconclusive",
+               n_pairs=17, ci_units=[-0.01, 0.05], ci_seeds=[-0.03, 0.07],
+               method_value=0.5, baseline_value=0.48, verdict="inconclusive",
                reason="the interval overlaps the equivalence bound ±0.05"),
     ],
     "counts": {"holds": 1, "fails": 1, "inconclusive": 1},
