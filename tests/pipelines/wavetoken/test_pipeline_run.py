@@ -80,6 +80,16 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     runs = mlflow.search_runs(experiment_names=["wavetoken"], output_format="list")
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parent) == 1 and parent[0].info.run_name == "wavetoken"
+    # the pipeline's parent run carries the verdict counts and each claim's verdict as a tag
+    counts = {v: sum(c["verdict"] == v for c in claims["claims"])
+              for v in ("holds", "fails", "inconclusive")}
+    assert parent[0].data.metrics["claims_holding"] == counts["holds"]
+    assert parent[0].data.metrics["claims_failing"] == counts["fails"]
+    assert parent[0].data.metrics["claims_inconclusive"] == counts["inconclusive"]
+    assert parent[0].data.metrics["claims_total"] == 10
+    for i, claim in enumerate(claims["claims"], start=1):
+        assert parent[0].data.tags[f"claim.{i:02d}.verdict"] == claim["verdict"]
+        assert parent[0].data.tags[f"claim.{i:02d}.claim"] == claim["claim"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert mlflow.active_run() is None
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
