@@ -20,6 +20,8 @@ from typing import Any, Literal
 import mlflow
 import numpy as np
 
+from icml25.core.claims import verdict_counts
+
 logger = logging.getLogger(__name__)
 
 Role = Literal["method", "baseline", "ablation"]
@@ -123,8 +125,7 @@ def log_claim_counts(claims: Mapping[str, Any], **extra: float) -> None:
     ``claim.NN.verdict`` (holds / fails / inconclusive) and ``claim.NN.claim`` (its sentence).
     """
     judged = claims["claims"]
-    counts = {v: sum(c["verdict"] == v for c in judged) for v in ("holds", "fails",
-                                                                   "inconclusive")}
+    counts = verdict_counts(judged)
     log_metrics({"claims_holding": counts["holds"], "claims_failing": counts["fails"],
                  "claims_inconclusive": counts["inconclusive"], "claims_total": len(judged),
                  **extra})

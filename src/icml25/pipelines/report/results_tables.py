@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from icml25.pipelines.report.scorecard import VERDICTS, claims_table
+from icml25.core.claims import verdict_counts
+from icml25.pipelines.report.scorecard import claims_table
 
 PROJECT_ROOT = Path(__file__).resolve().parents[4]
 _BLOCK = re.compile(
@@ -62,7 +63,7 @@ def claims_block(doc: Mapping[str, Any] | None, name: str) -> str:
     if doc is None:
         return (f"*No default-run results committed for `{name}` yet (`results/{name}/` is "
                 "empty): run `kedro run --pipeline=" + name + "` and `make tables`.*\n")
-    counts = {v: sum(c["verdict"] == v for c in doc["claims"]) for v in VERDICTS}
+    counts = verdict_counts(doc["claims"])
     lines = [stamp(doc), "",
              f"**{counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} "
              f"inconclusive** of {len(doc['claims'])} claims.", "",
@@ -81,7 +82,7 @@ def counts_block(papers: Sequence[Mapping[str, Any]],
         if doc is None:
             lines.append(f"| {paper['title']} | {cmd} | — | — | — | not run |")
             continue
-        counts = {v: sum(c["verdict"] == v for c in doc["claims"]) for v in VERDICTS}
+        counts = verdict_counts(doc["claims"])
         run = doc.get("run", {})
         lines.append(
             f"| {paper['title']} | {cmd} | {counts['holds']} | {counts['fails']} | "

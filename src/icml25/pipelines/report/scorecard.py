@@ -11,12 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from icml25.core.claims import validate_claims_document
+from icml25.core.claims import VERDICTS, validate_claims_document, verdict_counts
 
 Figures = Mapping[str, Sequence[tuple[str, bytes | None]]]
 
 NOT_RUN = "not run"
-VERDICTS = ("holds", "fails", "inconclusive")
 
 
 def _fmt(value: Any) -> str:
@@ -61,7 +60,7 @@ def collect(papers: Sequence[Mapping[str, Any]], documents: Sequence[Any]) -> di
                     f"report: {name}'s claims.json has a claim without a verdict "
                     f"({c.get('claim')!r}); it predates the three-verdict format: re-run {name}")
         validate_claims_document(doc, f"report: {name}'s claims.json")
-        counts = {v: sum(c["verdict"] == v for c in judged) for v in VERDICTS}
+        counts = verdict_counts(judged)
         rows.append({
             **paper,
             "status": status_line(counts),
