@@ -1,6 +1,6 @@
 """The real-data path: local MQM TSV + a local HF seq2seq checkpoint (spec ``twa.md``, "Data").
 
-A tiny T5 is built from a config and a tokenizer is trained here from a few sentences with the
+A tiny T5 is built from a config and a Unigram tokenizer is built here over a few sentences with the
 ``tokenizers`` library (SentencePiece-like "▁" word markers), so nothing is downloaded.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -54,17 +55,23 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    """A tiny T5 and a fast tokenizer trained from the fixture's sentences, saved locally."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """A tiny T5 and a fast Unigram tokenizer over the fixture's sentences, saved locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
     texts = [r.split("\t")[c].replace("<v>", "").replace("</v>", "") for r in ROWS
-             for c in (5, 6)] * 3
-    tok = Tokenizer(models.Unigram())
+             for c in (5, 6)]
+    # An explicit Unigram vocabulary (every word and punctuation mark with its "▁" marker, then
+    # every character)
+    # rather than UnigramTrainer, whose output varies from process to process: the finetuning
+    # test below must see the same token ids on every run.
+    words = sorted({"▁" + w for t in texts for w in re.findall(r"\w+|[^\w\s]", t)})
+    chars = sorted({c for t in texts for c in t if not c.isspace()} | {"▁"})
+    pieces = ["<pad>", "</s>", "<unk>", *words, *(c for c in chars if c not in words)]
+    vocab = [(p, 0.0 if k < 3 else -1.0 if p in words else -10.0) for k, p in enumerate(pieces)]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.UnigramTrainer(
-        vocab_size=60, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>",
                                                        special_tokens=[("</s>", 1)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
