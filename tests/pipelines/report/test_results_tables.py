@@ -51,6 +51,36 @@ def test_blocks_are_filled_from_the_results_and_stale_ones_are_named():
         render("<!-- claims-table:gamma -->\n<!-- /claims-table:gamma -->", PAPERS, {})
 
 
+def _metrics_doc():
+    return {"pipeline": "alpha", "run": {"commit": "abc1234", "seeds": [0, 1, 2]},
+            "metrics": {"A": {"wql": 0.51, "wql_std": 0.01, "mase": 1.23456},
+                        "B": {"wql": 0.6133333, "wql_std": 0.0152753}}}
+
+
+def test_metrics_table_rows_are_variants_and_cells_mean_plus_std():
+    text = ("<!-- metrics-table:alpha keys=wql,mase -->\nold\n<!-- /metrics-table:alpha -->\n"
+            "<!-- metrics-table:alpha keys=wql variants=B -->\n<!-- /metrics-table:alpha -->\n")
+    out = render(text, PAPERS, {}, {"alpha": _metrics_doc()})
+    first, second = out.split("<!-- /metrics-table:alpha -->")[:2]
+    assert "Mean ± std over seeds [0, 1, 2] of the default run (commit `abc1234`)." in first
+    assert "| variant | `wql` | `mase` |" in first
+    assert "| `A` | 0.51 ± 0.01 | 1.235 |" in first
+    assert "| `B` | 0.6133 ± 0.01528 | — |" in first  # a metric a variant lacks is a dash
+    assert "| `B` | 0.6133 ± 0.01528 |" in second and "`A`" not in second
+    assert render(out, PAPERS, {}, {"alpha": _metrics_doc()}) == out
+    assert stale_blocks(text, out) == ["metrics-table:alpha", "metrics-table:alpha"]
+    for bad, match in [("keys=nope", r"no variant .* has metric\(s\) \['nope'\]"),
+                       ("keys=wql variants=C", r"has no variant\(s\) \['C'\]"),
+                       ("keys=wql colour=red", r"unknown argument\(s\) \['colour'\]"),
+                       ("", "names no keys")]:
+        block = f"<!-- metrics-table:alpha {bad} -->\n<!-- /metrics-table:alpha -->\n"
+        with pytest.raises(ValueError, match=match):
+            render(block.replace("alpha  -->", "alpha -->"), PAPERS, {},
+                   {"alpha": _metrics_doc()})
+    assert "No default-run metrics committed for `beta`" in render(
+        "<!-- metrics-table:beta keys=wql -->\n<!-- /metrics-table:beta -->\n", PAPERS, {}, {})
+
+
 def test_check_mode_fails_on_a_stale_file_and_write_mode_fixes_it(tmp_path):
     (tmp_path / "conf/base").mkdir(parents=True)
     (tmp_path / "conf/base/parameters_report.yml").write_text(
@@ -79,13 +109,18 @@ def test_committed_results_are_valid_and_stamped():
         assert metrics["pipeline"] == name and metrics["run"]["seeds"] == run["seeds"]
 
 
-def test_readme_tables_match_the_committed_results():
+def test_readme_and_docs_tables_match_the_committed_results():
     assert main(["--check", "--project", str(PROJECT)]) == 0, (
-        "README.md's results tables differ from results/: run `make tables`")
+        "README.md's or docs/'s results tables differ from results/: run `make tables`")
 
 
-def test_readme_has_one_claims_table_per_paper():
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
-    names = re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text)
-    assert sorted(names) == sorted(p["name"] for p in papers_list(PROJECT))
-    assert text.count("<!-- verdict-counts -->") == 1
+def test_each_paper_page_has_its_claims_and_metrics_tables():
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"<!-- verdict-counts[ -]", readme)) == 1
+    assert "claims-table:" not in readme  # the claims live on the papers' pages
+    for paper in papers_list(PROJECT):
+        name = paper["name"]
+        text = (PROJECT / "docs/papers" / f"{name}.md").read_text(encoding="utf-8")
+        assert re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text) == [name], name
+        tables = re.findall(r"<!-- metrics-table:([a-z0-9_]+) ", text)
+        assert tables and set(tables) == {name}, name
