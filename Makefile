@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: install run test lint bench viz mlflow clean-outputs tables
+.PHONY: system-packages install run test lint bench viz mlflow clean-outputs tables
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,10 @@ run: install  ## kedro run --pipeline=$(PIPELINE) [--env=$(ENV)], then the score
 lint: install
 	$(BIN)/ruff check src tests
 
-test: install lint  ## the whole suite (benchmarks excluded)
+system-packages:  ## the Debian packages the tests need (chromium, espeak-ng, flite): installed or named
+	@bash scripts/system_packages.sh
+
+test: system-packages install lint  ## the whole suite (benchmarks excluded)
 	$(BIN)/pytest tests --ignore=tests/benchmarks
 
 bench: install  ## speed and memory measurements (pytest-benchmark)
