@@ -1,4 +1,4 @@
-"""Unit tests of the knowledge-swap mathematics (spec ``knowledge_swap.md``, "Tests")."""
+"""Unit tests of the knowledge-swap mathematics (``docs/papers/knowledge_swap.md``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Synthetic glyph classes: the new domain the pretrained digit classifier learns in the swap.
 
-Spec ``knowledge_swap.md`` ("Data", learn set): stroked shapes on a 28x28 canvas. Per image the
-centre is U(10, 18) px, the size (radius / half-extent) U(5, 9) px, the rotation U(0, pi) and the
-stroke width w ~ U(1.0, 2.2) px. A pixel at distance d from the stroke has intensity
-``max(0, 1 - (d / w)^2)``; N(0, 0.05) noise is added and the result is clipped to [0, 1].
+The learn set of this project (``docs/papers/knowledge_swap.md``, "Data"): stroked shapes on a
+28x28 canvas. Per image the centre is U(10, 18) px, the size (radius / half-extent) U(5, 9) px, the
+rotation U(0, pi) and the stroke width w ~ U(1.0, 2.2) px. A pixel at distance d from the stroke
+has intensity ``max(0, 1 - (d / w)^2)``; N(0, 0.05) noise is added and the result is clipped to
+[0, 1].
 
 Two shapes are made rotation-distinct on purpose (a documented choice): a rotation in U(0, pi)
 turns a plus into an X and a square into a diamond, so ``x_cross`` uses lines at +-30 degrees

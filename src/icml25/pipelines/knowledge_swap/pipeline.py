@@ -1,4 +1,4 @@
-"""Wiring of the knowledge_swap pipeline (spec ``knowledge_swap.md``, "Kedro pipeline sketch").
+"""Wiring of the knowledge_swap pipeline (``docs/papers/knowledge_swap.md``).
 
 MNIST subset + generated glyphs -> retain / forget / learn sets -> per seed shard (shard ``k`` of
 ``n`` takes ``seeds[k::n]``, see :mod:`icml25.core.sweep`) the pretrained ViTs

@@ -1,9 +1,9 @@
 """Training a ViT classifier from scratch: the pretrained model ``f_θ0`` and the retrain oracle.
 
-Spec ``knowledge_swap.md`` ("Default (CPU)", backbone): AdamW (lr 1e-3, weight decay 0.05),
-one-cycle schedule, batch 64, 10 epochs, random shifts of up to ±2 px (zero fill). The loop is
-:func:`icml25.core.training.train`; a batch is a pure function of the step (the epoch's
-permutation and the shifts come from generators seeded by ``seed`` and the step).
+The CPU-scale backbone of this project (``docs/papers/knowledge_swap.md``, "Data"): AdamW (lr 1e-3,
+weight decay 0.05), one-cycle schedule, batch 64, 10 epochs, random shifts of up to ±2 px (zero
+fill). The loop is :func:`icml25.core.training.train`; a batch is a pure function of the step (the
+epoch's permutation and the shifts come from generators seeded by ``seed`` and the step).
 """
 
 from __future__ import annotations

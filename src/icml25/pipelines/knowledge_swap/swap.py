@@ -1,6 +1,6 @@
 """Knowledge swapping: the losses, the stage loop and the stage orders (LtF, FtL and baselines).
 
-Spec ``knowledge_swap.md`` ("Losses", "Schedule", "Pseudocode", "Baselines"), after the official
+The paper's learning and forgetting losses and its LtF / FtL stage orders, after the official
 classification code (``image-classification/train/exchange_fltf.py`` / ``exchange_fftl.py`` of
 github.com/xingmingyu123456/KnowledgeSwapping, read for facts only):
 
@@ -140,7 +140,8 @@ _LEARN_EQUAL = Stage("learn", ("retain",), retain_weight=1.0)
 _FORGET_LTF = Stage("forget", ("retain", "learn"))  # official MergedDataset(retain, learn)
 _FORGET_FTL = Stage("forget", ("retain",))          # the learn set has not been seen yet
 
-#: Every swap variant: the method, the paper's comparison, the spec's baselines and ablations.
+#: Every swap variant: the method, the paper's comparison, the project's baselines and
+#: ablations (``docs/papers/knowledge_swap.md``, "Baselines").
 PLANS: dict[str, tuple[Stage, ...]] = {
     "ltf": (_LEARN, _FORGET_LTF),
     "ftl": (_FORGET_FTL, _LEARN),

@@ -1,12 +1,12 @@
 """A small pre-LN Vision Transformer with LoRA adapters on its feed-forward layers.
 
-Spec ``knowledge_swap.md`` ("Parameterisation"): LoRA only on the two FFN linears (``fc1``,
-``fc2``) of every block, ``W' = W + s B A`` with ``A in R^{r x d_in}``, ``B in R^{d_out x r}``,
-``s = lora_alpha / r``; before the swap ``A ~ kaiming_uniform(a = sqrt(50))`` and ``B = 0``
+The paper's parameterisation (official ``lora_pos="FFN"``): LoRA only on the two FFN linears
+(``fc1``, ``fc2``) of every block, ``W' = W + s B A`` with ``A in R^{r x d_in}``,
+``B in R^{d_out x r}``, ``s = lora_alpha / r``; before the swap ``A ~ kaiming_uniform(a = sqrt(50))`` and ``B = 0``
 (the official code's ``reinitialize_lora_parameters``), so the adapted model starts equal to the
 pretrained one. Only LoRA parameters train; the head is expanded to ``N_pre + N_l`` rows with the
-old rows copied, the new rows ``xavier_uniform`` and new biases 0, and stays frozen.
-The group-sparse penalty has one group per block (``G`` in the spec).
+old rows copied, the new rows ``xavier_uniform`` and new biases 0, and stays frozen. The
+group-sparse penalty has one group per block (``G``, the structure penalty of the official code).
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ def group_sparse_penalty(model: ViT) -> torch.Tensor:
 
 @torch.no_grad()
 def lora_update_norms(model: ViT) -> list[list[float]]:
-    """Per block ``[||s B A||_F of fc1, of fc2]``: the knock-on diagnostic of the spec."""
+    """Per block ``[||s B A||_F of fc1, of fc2]``: the diagnostic of the paper's knock-on
+    feature hierarchy."""
     return [[float(torch.linalg.matrix_norm(m.delta_weight())) for m in pair]
             for pair in lora_modules(model)]
 
