@@ -1,5 +1,5 @@
 """PGD attack in an L∞ box, as CTBench uses it for training (PGD-AT, SABR, MTL-IBP) and
-evaluation (spec "PGD attack (shared)").
+evaluation (one attack shared by both).
 
 Random uniform start in the box, sign-gradient steps of size ``max(0.25, 2/steps)·(ub−lb)/2``,
 step-size decay (×0.2 every 10 steps below 20 steps; ×0.1 at 70% for 20–49 steps; ×0.1 at 50%,

@@ -16,7 +16,7 @@ methods. This module implements them for ``nn.Sequential`` networks of ``Normali
 - **CROWN-IBP** (Zhang et al. 2020): intermediate ReLU bounds from IBP, the final margins from one
   CROWN backward pass. **Full CROWN**: every intermediate bound from its own backward pass with an
   identity specification (memory ∝ neurons × input size: the batch is chunked).
-- Specifications are margins ``C·f(x)`` with ``C`` row ``e_y − e_j`` (j ≠ y). The spec is folded
+- Specifications are margins ``C·f(x)`` with ``C`` row ``e_y − e_j`` (j ≠ y). ``C`` is folded
   into the last Linear layer (*final-layer elision*, ``W' = C W``, ``b' = C b``) before bounding.
 
 A sample is certified if every lower bound of ``C·f(x')`` over the box is positive.
@@ -42,7 +42,7 @@ class BoundInputError(ValueError):
 
 class Normalize(nn.Module):
     """Per-channel input normalisation ``(x − mean)/std``: the first layer of every network, so
-    that ε is measured in raw pixel units (spec "Threat model")."""
+    that ε is measured in raw pixel units (the threat model ``B(x)`` lives in [0, 1] pixels)."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
         super().__init__()
@@ -82,7 +82,8 @@ class LinearOp:
         return lam @ self.weight, lam @ self.bias
 
     def elide(self, spec: Tensor) -> LinearOp:
-        """This layer with the spec folded in: per-sample ``W' = C W``, ``b' = C b``."""
+        """This layer with the specification matrix ``C`` folded in: per-sample ``W' = C W``,
+        ``b' = C b``."""
         return _ElidedLinearOp(spec @ self.weight, spec @ self.bias)
 
 
@@ -215,7 +216,7 @@ def check_supported(model: nn.Module) -> None:
                 f"layer {idx} (Conv2d) must use groups=1, dilation=1, numeric zero padding")
     if not isinstance(model[-1], nn.Linear):
         raise UnsupportedLayerError(
-            f"the last layer must be Linear (the spec is folded into it), got "
+            f"the last layer must be Linear (the specification matrix is folded into it), got "
             f"{type(model[-1]).__name__}")
 
 
@@ -271,7 +272,7 @@ def network_ops(model: nn.Sequential, in_shape: Sequence[int],
 def forward_with_bn_stats(model: nn.Sequential, x: Tensor
                           ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
     """The clean forward pass (updating BN running stats in training mode as usual) and the
-    batch statistics each BN layer normalised with; the box pass reuses them (spec "IBP")."""
+    batch statistics each BN layer normalised with; the box pass reuses them (as CTBench does)."""
     stats: list[tuple[Tensor, Tensor]] = []
     h = x
     for layer in model:

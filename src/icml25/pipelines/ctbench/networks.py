@@ -1,9 +1,9 @@
 """The networks CTBench trains, as ``nn.Sequential`` with input normalisation first.
 
-- ``mlp``: Normalize → Flatten → [Linear(width) (BN) ReLU] × depth → Linear(K) (the spec's CPU
-  default is 784-256-256-10).
+- ``mlp``: Normalize → Flatten → [Linear(width) (BN) ReLU] × depth → Linear(K) (the CPU
+  default of ``conf/base`` is 784-256-256-10).
 - ``small_cnn``: Conv16 5×5 s2 p2 → ReLU → Conv32 4×4 s2 p1 → ReLU → Flatten → Linear(linear) →
-  ReLU → Linear(K) (spec "Data", default CPU CNN).
+  ReLU → Linear(K) (the small CPU CNN).
 - ``cnn7``: CTBench's ``cnn_7layer_bn`` — [Conv3×3(w) BN ReLU] ×2 → Conv3×3 s2 (2w) BN ReLU →
   [Conv3×3(2w) BN ReLU] ×2 → Flatten → Linear(linear) BN ReLU → Linear(K), padding 1.
 

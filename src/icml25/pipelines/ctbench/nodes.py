@@ -1,7 +1,7 @@
 """Kedro nodes of the ctbench pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:ctbench`` into :class:`CtbenchParams` and does one step of the
-spec's pipeline sketch: data → split → train (per method and ε setting, seeds inside) → certify
+pipeline: data → split → train (per method and ε setting, seeds inside) → certify
 → metrics, claims, figures and MLflow child runs.
 """
 

@@ -1,8 +1,9 @@
 """Parameters of the ctbench pipeline (``conf/*/parameters_ctbench.yml``), validated once.
 
-Choices the spec leaves open are parameters here: the network, the per-ε training settings and
-per-method overrides, the certification budget (PGD steps/restarts, size of the full-CROWN
-subset) and the model-selection rule (validation split instead of the test set).
+Choices the paper does not fix for this CPU setting are parameters here: the network, the
+per-ε training settings and per-method overrides, the certification budget (PGD steps/restarts,
+size of the full-CROWN subset) and the model-selection rule (validation split instead of the
+test set).
 """
 
 from __future__ import annotations

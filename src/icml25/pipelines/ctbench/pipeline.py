@@ -1,4 +1,4 @@
-"""Wiring of the ctbench pipeline (spec ``ctbench.md``, "Kedro pipeline sketch").
+"""Wiring of the ctbench pipeline (``docs/papers/ctbench.md``).
 
 data -> stratified split -> per ε setting, method and seed shard one train node and one certify
 node (namespace ``ctbench.<setting>.<method>.shard_<k>``, shard ``k`` of ``n`` takes
