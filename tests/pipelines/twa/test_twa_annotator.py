@@ -1,4 +1,4 @@
-"""Toy language, oracle annotator and annotation checks (spec ``twa.md``, tests 6, 7, 10)."""
+"""Toy language, oracle annotator and annotation checks ."""
 
 from __future__ import annotations
 

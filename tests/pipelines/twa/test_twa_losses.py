@@ -1,4 +1,4 @@
-"""TWA's loss and the baselines' losses against hand computations (spec ``twa.md``, tests 1-5, 9)."""
+"""TWA's loss and the baselines' losses against hand computations and brute force."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Encoder-decoder: batched greedy decoding equals one-by-one decoding (spec test 11)."""
+"""Encoder-decoder: batched greedy decoding equals one-by-one decoding."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MQM TSV reader and char -> token span mapping on an inline fixture (spec ``twa.md``, test 8)."""
+"""MQM TSV reader and char -> token span mapping on an inline fixture."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The oracle MQM-style annotator of the toy language pair, annotation records and their checks.
 
-Spec ``twa.md`` ("Oracle annotator"): token alignment of the hypothesis to the reference T(x)
+The oracle (``docs/papers/twa.md``, "Data"): token alignment of the hypothesis to the reference T(x)
 (optimal string alignment: substitutions, insertions, deletions and adjacent transpositions),
 then each edit becomes an MQM error with a span of *hypothesis token* indices ``[start, end)``
 (index ``len(hyp)`` is the EOS token):

@@ -1,5 +1,5 @@
 """TWA and its baselines on real data: a local Hugging Face seq2seq checkpoint finetuned on MQM
-annotations read from local TSV files (spec ``twa.md``, "Data", real-data path).
+annotations read from local TSV files (``docs/papers/twa.md``, "Data", real-data branch).
 
 * :func:`load_seq2seq` — ``AutoModelForSeq2SeqLM`` and a *fast* tokenizer (character offsets are
   needed to place the ``<v>…</v>`` spans on tokens), ``local_files_only=True``: nothing is

@@ -1,4 +1,4 @@
-"""TWA's loss, its ablations and the baselines' losses (spec ``twa.md``, "Method", "Baselines").
+"""TWA's loss, its ablations and the baselines' losses (the paper's method; ``docs/papers/twa.md``).
 
 Per example (sum form), with ``S_j = sum_{t in [s_j, e_j)} log p(y_t | x, y_<t)``::
 
@@ -10,7 +10,7 @@ Per example (sum form), with ``S_j = sum_{t in [s_j, e_j)} log p(y_t | x, y_<t)`
 ``use_off_trajectory=True`` gives cross-entropy to every non-error token (also after ``t*``).
 ``log(1 - e^S)`` is ``log(-expm1(S))`` with ``S <= log(1 - eps)``, never a product of
 probabilities. Batch reduction: the summed terms divided by the number of target tokens
-(spec, *unconfirmed*), or the plain sum (``reduction="sum"``).
+(the project's choice; the paper does not say), or the plain sum (``reduction="sum"``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def build_batch(lengths: list[int], spans: list[list[tuple[int, int, float]]],
                 width: int) -> AnnotatedBatch:
     """Collate span annotations ``(start, end, weight)`` (target-token indices, EOS = length-1).
 
-    Overlapping spans of one output are merged with the max weight (spec "Method"); zero-length
+    Overlapping spans of one output are merged with the max weight; zero-length
     spans carry no UL term and do not move ``t*``.
     """
     b = len(lengths)
@@ -102,9 +102,9 @@ def twa_loss(logp: torch.Tensor, batch: AnnotatedBatch, *, ul_scale: float = 1.0
 def sequence_ul_loss(logp: torch.Tensor, valid: torch.Tensor, seq_weight: torch.Tensor, *,
                      ul_scale: float = 1.0, clamp_eps: float = 1e-6,
                      reduction: str = "mean_tokens") -> torch.Tensor:
-    """TWA-seq (spec, *unconfirmed* reconstruction): outputs with ``seq_weight == 0`` get
-    cross-entropy on all tokens; the others one UL term over the whole sequence with their
-    weight (``min(MQM, 5)``)."""
+    """TWA-seq (the project's reconstruction of the paper's sequence-level ablation): outputs
+    with ``seq_weight == 0`` get cross-entropy on all tokens; the others one UL term over the
+    whole sequence with their weight (``min(MQM, 5)``)."""
     clean = seq_weight.le(0)
     ce = -(logp * (valid & clean[:, None])).sum()
     s = (logp * valid).sum(-1)

@@ -1,4 +1,4 @@
-"""Reading MQM annotations in the TSV format of Google's WMT MQM re-annotation (spec "Data").
+"""Reading MQM annotations in the TSV format of Google's WMT MQM re-annotation (the paper's data).
 
 Columns ``system doc doc_id seg_id rater source target category severity [comment]``, one row per
 error, the error span marked with ``<v>…</v>`` inside ``target``; ``No-error`` rows mark clean

@@ -216,7 +216,7 @@ def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, flo
     """Training examples with loss-weighted spans, after checking every annotation record.
 
     ``omission_spans``: ``gap_token`` keeps an omission on the hypothesis token emitted at the
-    gap (the spec's toy localisation); ``source_side`` makes it a zero-length span as in the
+    gap (the ablation ``twa_omission_gap``); ``source_side`` makes it a zero-length span as in the
     real MQM files, where annotators mark omissions on the source: no UL term, ``t*`` unmoved.
     """
     if omission_spans not in ("gap_token", "source_side"):
@@ -299,7 +299,7 @@ def _reference_examples(corpus: pd.DataFrame, vocab: Vocab) -> list[Example]:
 
 class _Methods:
     """What every step of the method study shares: the examples, the evaluation sets, the base
-    model, and finetuning / evaluation of one model (spec "Baselines")."""
+    model, and finetuning / evaluation of one model (TWA and the paper's baselines)."""
 
     def __init__(self, lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
                  annotated: pd.DataFrame, p: TwaParams) -> None:
@@ -357,7 +357,7 @@ class _Methods:
 
 def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[str, Any],
                    annotated: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
-    """Tune every method on the first seed (spec "Baselines"), upstream of the seed shards.
+    """Tune every method on the first seed, upstream of the seed shards.
 
     Selection on dev oracle MQM only, as the paper tuned every method: on the first seed each
     variant's grid (lr x beta for DPO; lr for the others; lambda_UL is a variant of its own) is
@@ -491,7 +491,7 @@ ROLES = {"twa": "method", "base": "baseline", "sft_all": "baseline", "filter_sft
 
 
 def _data_stats(annotated: pd.DataFrame) -> dict[str, Any]:
-    """Share of error-free outputs per system and where the first error sits (spec "Metrics")."""
+    """Share of error-free outputs per system and where the first error sits."""
     first_rel, empty_prefix = [], 0
     for hyp, spans in zip(annotated["hyp"], annotated["spans"], strict=True):
         sp = json.loads(spans)
@@ -603,7 +603,7 @@ def plot_results(results: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------- real-data branch
 def run_real(params: dict[str, Any]) -> dict[str, Any]:
-    """The real-data branch (spec "Data", real path): local MQM TSV file(s) + a local HF seq2seq
+    """The real-data branch (``docs/papers/twa.md``, "Data"): local MQM TSV file(s) + a local HF seq2seq
     checkpoint; every configured method finetuned from it and scored on held-out segments.
 
     Off (``{"enabled": false}``) unless ``twa.real.mqm_tsv_paths`` is set. Run it alone with

@@ -1,7 +1,7 @@
 """Parameters of the twa pipeline (``conf/*/parameters_twa.yml``), validated before any work.
 
-Every choice the spec marks *unconfirmed* is a parameter here (``loss.*``, ``filter_threshold``,
-``dpo.*``); see ``docs/sections/twa.md`` for the values chosen and why.
+Every choice the paper leaves open is a parameter here (``loss.*``, ``filter_threshold``,
+``dpo.*``); see ``docs/papers/twa.md`` for the values chosen and why.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Wiring of the twa pipeline (spec ``twa.md``, "Kedro pipeline sketch").
+"""Wiring of the twa pipeline (``docs/papers/twa.md``).
 
 corpus -> base model and other systems -> annotated outputs -> every method's grid tuned on dev
 with the first seed (``twa.select_methods``, which also evaluates the selected runs as that

@@ -1,4 +1,4 @@
-"""The synthetic "toy En->De" language pair of the twa room (spec ``twa.md``, "Data").
+"""The synthetic "toy En->De" language pair of the twa room (``docs/papers/twa.md``, "Data").
 
 A seeded context-free source grammar and a deterministic rule-based translator ``T(x)``:
 

@@ -1,4 +1,4 @@
-"""Training, finetuning and evaluation of the toy translation systems (spec ``twa.md``).
+"""Training, finetuning and evaluation of the toy translation systems (``docs/papers/twa.md``).
 
 * :func:`train_translator` — trains an encoder-decoder from scratch on parallel pairs; with a dev
   set and ``target_error_free`` it calibrates the base model: a checkpoint every ``ckpt_every``
@@ -151,8 +151,8 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
     """Finetune a copy of ``base`` with one method; returns the model and its history.
 
     With ``dev_score`` (lower is better, e.g. dev oracle MQM) the model is scored every
-    ``eval_every`` steps and at the last step, and the best-scoring checkpoint is returned (spec
-    "Pitfalls": report dev-selected checkpoints, not last-step ones).
+    ``eval_every`` steps and at the last step, and the best-scoring checkpoint is returned (every
+    method is reported at its dev-selected checkpoint, not its last step).
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -256,8 +256,8 @@ def evaluate_outputs(hyps: list[list[str]], refs: list[list[str]], lex: Lexicon,
 def within_span_change(model: Seq2Seq, base: Seq2Seq, examples: Sequence[Example],
                        exact_wrong: Sequence[set[int]], vocab: Vocab) -> dict[str, float]:
     """Mean change of ``log p`` (model - base) of tokens inside the *training* (noisy) spans,
-    split into truly wrong tokens (inside an exact error span) and truly correct ones (spec,
-    "Within-span diagnostic")."""
+    split into truly wrong tokens (inside an exact error span) and truly correct ones (the
+    within-span diagnostic of ``docs/papers/twa.md``, "Metrics")."""
     d_wrong: list[float] = []
     d_right: list[float] = []
     with torch.no_grad():
