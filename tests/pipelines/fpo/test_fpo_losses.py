@@ -1,4 +1,4 @@
-"""FPO and baseline losses against the spec's known answers and closed forms (spec tests 1-6)."""
+"""FPO and baseline losses against known answers and closed forms."""
 
 import math
 

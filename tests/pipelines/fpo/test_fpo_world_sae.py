@@ -1,4 +1,4 @@
-"""The synthetic world's reward, the SAE and FPO's offline reference cache (spec tests 7-9)."""
+"""The synthetic world's reward, the SAE and FPO's offline reference cache."""
 
 import numpy as np
 import pytest
@@ -24,7 +24,7 @@ WORLD = make_world()
 
 
 def test_vocabulary_is_about_300_tokens_with_every_category():
-    assert 250 <= WORLD.vocab_size <= 320          # spec: ~300 tokens
+    assert 250 <= WORLD.vocab_size <= 320          # a vocabulary of about 300 tokens
     cats = set(WORLD.category.values())
     assert {"control", "tag", "det", "mod", "noun", "verb", "adv", "period"} == cats
     assert len(WORLD.of_topic(3, "noun")) + len(WORLD.of_topic(3, "verb")) == 20

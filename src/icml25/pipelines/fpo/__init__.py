@@ -1,1 +1,1 @@
-"""FPO (ICML 2025): feature-level constrained preference optimisation; see specs/fpo.md."""
+"""FPO (ICML 2025): feature-level constrained preference optimisation; see docs/papers/fpo.md."""

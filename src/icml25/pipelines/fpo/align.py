@@ -1,4 +1,4 @@
-"""Preference data, FPO's offline reference cache and the alignment loop (spec ``fpo.md``).
+"""Preference data, FPO's offline reference cache and the alignment loop (``docs/papers/fpo.md``).
 
 One loop trains every method on identical batches: chosen and rejected responses go through the
 policy in one forward pass; DPO and TDPO also run the frozen reference (their cost); FPO reads
@@ -206,7 +206,7 @@ def align(method: str, sft: LlamaLM, sae: SparseAutoencoder | None,
           settings: LossSettings, lr: float, epochs: int, batch_size: int, warmup: float,
           seed: int, progress: bool = True, desc: str = "") -> AlignResult:
     """Train a copy of the SFT model with ``method``'s loss; Adam, linear warm-up over the first
-    ``warmup`` share of steps, then a constant learning rate (spec "Data", small default).
+    ``warmup`` share of steps, then a constant learning rate.
 
     Also measured: mean wall time per step (after two warm-up steps) and the peak bytes autograd
     saved for the backward pass in one step (the activation memory a GPU would hold)."""

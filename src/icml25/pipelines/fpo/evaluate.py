@@ -1,4 +1,4 @@
-"""Judging policies with the known reward r* (spec ``fpo.md``, "Metrics and anchors").
+"""Judging policies with the known reward r* (``docs/papers/fpo.md``, "Metrics").
 
 Win rates are exact under r* (win 1, tie 0.5) with 95 % bootstrap intervals over prompts; the
 length-controlled win rate regresses the win indicator on the standardised length difference and

@@ -1,6 +1,6 @@
 """FPO on real models: a local Hugging Face causal LM, a local pretrained SAE (sae-lens / Gemma
-Scope layout, JumpReLU or ReLU) and a local jsonl preference file (spec ``fpo.md``,
-"Paper-scale config", real path).
+Scope layout, JumpReLU or ReLU) and a local jsonl preference file (``docs/papers/fpo.md``,
+"Running it").
 
 Nothing is downloaded: models load with ``local_files_only=True``; ``transformers`` is imported
 only here. The FPO loss itself is :mod:`icml25.pipelines.fpo.losses`, shared with the synthetic

@@ -1,8 +1,8 @@
 """The small causal LM of the fpo pipeline: batching of prompt+response sequences, response
 log-probabilities with the residual stream of one block, batched sampling and SFT.
 
-The model is :class:`icml25.core.causal_lm.LlamaLM` (spec: d = 64, 4 layers, 4 heads, SwiGLU 176,
-RoPE). Sequences are right-padded with ``<pad>``: attention is causal, so padding after a
+The model is :class:`icml25.core.causal_lm.LlamaLM` (a small LLaMA-style decoder: RMSNorm,
+SwiGLU, RoPE; sizes from ``params:fpo.model``). Sequences are right-padded with ``<pad>``: attention is causal, so padding after a
 sequence never changes its logits, and padded positions are masked out of every sum.
 """
 
@@ -46,7 +46,7 @@ def full_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[in
     """``(ids [B, L], logit_mask [B, L-1], token_mask [B, L])`` of whole ``prompt + response``
     sequences: ``logit_mask`` marks the logits ``[:, :-1]`` that predict a response token (for
     log-probs and KL), ``token_mask`` the positions that hold one (where the SAE features of a
-    response are read, spec eq. 10)."""
+    response are read, the paper's eq. 10)."""
     inputs, targets, logit_mask = batch_sequences(prompts, responses, pad_id)
     ids = torch.cat([inputs, targets[:, -1:]], dim=1)
     token_mask = torch.cat([torch.zeros(len(prompts), 1), logit_mask], dim=1)

@@ -1,5 +1,5 @@
 """Preference losses of the fpo pipeline: FPO and the baselines DPO, SimPO, TDPO-1, TDPO-2
-(spec ``fpo.md``, "Method" and "Baselines"). Every loss is ``−E log σ(u)``.
+(the paper's section on FPO and its baselines). Every loss is ``−E log σ(u)``.
 
 FPO (paper eqs. 10-11; official ``fpo.py`` of MikaStars39/FeatureAlignment, read for the loss)::
 
@@ -98,7 +98,7 @@ def _need(value: torch.Tensor | None, what: str, method: str) -> torch.Tensor:
 
 def margin_u(method: str, s: PairStats, beta: float, alpha: float = 0.5, gamma: float = 0.5,
              stopgrad: bool = True) -> torch.Tensor:
-    """The argument ``u`` of ``−log σ(u)`` for ``method`` (spec "Baselines")."""
+    """The argument ``u`` of ``−log σ(u)`` for ``method`` (``docs/papers/fpo.md``, "The method")."""
     def sg(x: torch.Tensor) -> torch.Tensor:
         return x.detach() if stopgrad else x
 

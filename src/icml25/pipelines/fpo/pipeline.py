@@ -1,4 +1,4 @@
-"""Wiring of the fpo pipeline (spec ``fpo.md``, "Kedro pipeline sketch").
+"""Wiring of the fpo pipeline (``docs/papers/fpo.md``).
 
 world and SFT corpus -> SFT model -> SAE on its residual stream -> preference pairs sampled from
 the SFT model and labelled by the known reward -> FPO's offline reference cache -> per method

@@ -1,4 +1,4 @@
-"""A sparse autoencoder on a causal LM's residual stream (spec ``fpo.md``, "SAE training").
+"""A sparse autoencoder on a causal LM's residual stream (the paper's SAEs, eqs. 5-6).
 
 ``c = ReLU(W_enc (h − b_dec) + b_enc)``, ``ĥ = W_dec c + b_dec`` (paper eq. 5-6), trained on
 ``‖h − ĥ‖² + λ‖c‖₁`` with Adam and the decoder's columns renormalised to unit norm after every

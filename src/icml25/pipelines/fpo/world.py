@@ -1,5 +1,5 @@
 """The synthetic instruction world of the fpo pipeline: vocabulary, grammar, prompts, a noisy
-writer and the ground-truth reward r* (spec ``fpo.md``, "Data").
+writer and the ground-truth reward r* (``docs/papers/fpo.md``, "Data").
 
 The paper aligns Gemma-2 on UltraFeedback and judges with GPT-4-Turbo; none of that is reachable
 offline. Here the judge is a known reward, so win rates are exact. A prompt asks for a response on
@@ -25,13 +25,13 @@ DETERMINERS = ("the", "a", "this", "that", "every", "some", "one", "my")
 ADVERBS = ("today", "again", "often", "quickly", "slowly", "here", "there", "now", "soon",
            "together")
 PERIOD = "."
-#: Target lengths of the length tags, in response tokens (spec: L_short = 12, L_long = 28).
+#: Target lengths of the length tags, in response tokens.
 TARGET_LENGTH = {"short": 12, "long": 28}
-#: A response without ``<eos>`` within this many tokens is penalised (spec: 48).
+#: A response without ``<eos>`` within this many tokens is penalised.
 MAX_RESPONSE = 48
 #: The attainable bounds of r*: topic 0..1, tone −1..1, length −0.5..0.5, repetition 0..0.5,
-#: ungrammatical 0..1, missing ``<eos>`` 0..1. (The spec quotes [−3, 2]; its own terms span
-#: [−4, 2.5], which is what the 1-10 rescaling uses.)
+#: ungrammatical 0..1, missing ``<eos>`` 0..1: together [−4, 2.5], which is what the 1-10
+#: rescaling uses.
 REWARD_RANGE = (-4.0, 2.5)
 
 
@@ -193,7 +193,7 @@ class RewardParts:
 
 
 def reward_parts(world: World, prompt: Prompt, response: Sequence[str]) -> RewardParts:
-    """The terms of r*(x, y) (spec "Data", each in its stated range):
+    """The terms of r*(x, y), each in its stated range:
 
     * topic: share of the response's content words (nouns, verbs) from the prompt's topic;
     * tone: ``s·(n_pos − n_neg)/(n_modifiers + 1)``;
