@@ -64,7 +64,7 @@ def test_costs_on_l1_follow_the_noise_law_at_equal_variance():
     (m_left, _), (top,) = _points(land)
     costs = {k: quasi_potential_1d(land, NoiseLaw(k), m_left.x[0], top.x[0])
              for k in ("gaussian", "rademacher", "centred_exp")}
-    # spec: 0.31533 < 0.32766 < 0.44793 (computed while writing it)
+    # reference: 0.31533 < 0.32766 < 0.44793 (computed while this room was designed)
     assert costs["gaussian"] < costs["rademacher"] < costs["centred_exp"]
     assert costs["rademacher"] == pytest.approx(0.32766, rel=1e-4)
     assert costs["centred_exp"] == pytest.approx(0.44793, rel=1e-4)

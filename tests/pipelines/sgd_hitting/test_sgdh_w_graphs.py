@@ -35,7 +35,7 @@ def l2():
     return land, graph, costs
 
 
-def test_l2_costs_and_energies_match_the_spec(l2):
+def test_l2_costs_and_energies_match_the_reference_values(l2):
     _, graph, costs = l2
     assert graph.targets == [2]
     assert costs[0, 1] == pytest.approx(1.1225, abs=1e-3)

@@ -1,4 +1,4 @@
-"""Exact mean (and median) hitting times of 1-D SGD on a grid (spec numerics 2).
+"""Exact mean (and median) hitting times of 1-D SGD on a grid.
 
 The SGD transition kernel ``x → x - η (f'(x) + Z)`` is put on the grid ``x_j = lo + j h``:
 - continuous noise: the mass of each cell ``[x_j - h/2, x_j + h/2]`` is integrated exactly from

@@ -173,8 +173,8 @@ def kramers_ratio(r: Resolved, pred: dict[str, Any], eta: float, mean: float) ->
 
 
 def anchor_deviation(fit: dict[str, Any], e: ExperimentParams) -> float:
-    """|measured - spec value| / (spec value · tolerance): ≤ 2 means 'within twice the
-    tolerance' (the issue's reproduction criterion)."""
+    """|measured - reference| / (reference · tolerance): ≤ 2 means 'within twice the
+    tolerance' (the project's reproduction criterion for design-time reference values)."""
     a = e.anchor
     if a is None:
         return math.nan

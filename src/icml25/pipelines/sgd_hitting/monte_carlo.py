@@ -1,11 +1,11 @@
 """Many SGD chains at once: hitting times of U and their censored estimators.
 
-Simulator (spec numerics 1): all chains advance together, ``x ← x - η (∇f(x) + Z)`` written
+Simulator: all chains advance together, ``x ← x - η (∇f(x) + Z)`` written
 per coordinate; noise is drawn in blocks of ``block`` steps; the chains that entered U are
 dropped after each block (compaction). The first step in U is recorded exactly (every step is
 checked, the block only sets how often the arrays are compacted). The run stops when a fraction
 ``stop_fraction`` of the chains has hit (type-II censoring: for exponential times 95 % is about
-3 × the mean, the spec's cap) or at ``max_steps``; the rest are censored at the stop time.
+3 × the mean) or at ``max_steps``; the rest are censored at the stop time.
 NumPy float64 on the CPU, torch (any device) for the paper configuration.
 
 Estimators: the censored-exponential MLE ``Σ_i min(τ_i, T) / #hits``; the median of

@@ -1,7 +1,7 @@
 """Kedro nodes of the sgd_hitting pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:sgd_hitting`` into :class:`SgdHittingParams` and does one step of
-the spec's pipeline sketch: critical points → transition costs (HJ / gMAM) → energies and
+the pipeline: critical points → transition costs (HJ / gMAM) → energies and
 competing predictions (W-graphs) → Monte-Carlo and exact hitting times → scaling fits →
 metrics, claims and figures.
 """

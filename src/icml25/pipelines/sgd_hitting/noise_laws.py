@@ -1,16 +1,16 @@
 """Gradient-noise laws of SGD ``x_{n+1} = x_n - η (∇f(x_n) + Z_{n+1}(x_n))`` and their log-mgfs.
 
 The large-deviation costs of the paper depend on the whole law of Z through its cumulant
-generating function ``H(x, p) = log E exp(<p, Z(x)>)`` (spec "Method"). Each law here gives
+generating function ``H(x, p) = log E exp(<p, Z(x)>)``. Each law here gives
 - ``draw(rng, shape, xp)``: a block of samples (NumPy ``Generator`` or ``torch.Generator``);
 - ``log_mgf(x, p)``: H for scalar ``p`` in 1-D (``inf`` where the mgf does not exist);
 - ``variance(x)``: the variance, for the Gaussian approximation (baseline B1);
 - ``cdf`` (continuous laws) or ``atoms`` (discrete laws), for the exact 1-D kernel.
 
-Closed forms for unit variance (spec numerics 3): Gaussian p²/2, Rademacher log cosh p,
+Closed forms for unit variance: Gaussian p²/2, Rademacher log cosh p,
 centred Exp(1) ``-p - log(1-p)``. The finite-sum mini-batch with replacement of size b has
-``H_b(x, p) = b · log mean_i exp(p ξ_i(x) / b)``, ``ξ_i = g_i - ∇f`` (spec "Method"). Student-t
-has no finite mgf: it is kept only as a contrast, flagged outside the theory.
+``H_b(x, p) = b · log mean_i exp(p ξ_i(x) / b)``, ``ξ_i = g_i - ∇f`` (so ``L_b = b L_1``).
+Student-t has no finite mgf: it is kept only as a contrast, flagged outside the theory.
 """
 
 from __future__ import annotations

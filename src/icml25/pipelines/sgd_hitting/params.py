@@ -63,7 +63,9 @@ class TargetParams(ParamsModel):
 
 
 class AnchorParams(ParamsModel):
-    """A value the spec measured while it was written (spec "Metrics and anchors")."""
+    """A reference value measured while this reproduction was designed
+    (``docs/papers/sgd_hitting.md``, "Metrics"): a run should reproduce it within twice its
+    tolerance."""
 
     metric: Literal["slope", "slope_logtau", "local_slope", "median_slope", "mean_at_eta"]
     value: float

@@ -1,4 +1,4 @@
-"""Wiring of the sgd_hitting pipeline (spec ``sgd_hitting.md``, "Kedro pipeline sketch").
+"""Wiring of the sgd_hitting pipeline (``docs/papers/sgd_hitting.md``).
 
 validated parameters → critical points → transition costs (HJ in 1-D, gMAM in 2-D) → energies
 (W-graphs) and the competing predictions → Monte-Carlo hitting times, one node per seed shard

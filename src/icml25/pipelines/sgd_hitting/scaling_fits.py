@@ -1,4 +1,4 @@
-"""Fits of log hitting time against 1/η (spec numerics 6).
+"""Fits of log hitting time against 1/η.
 
 The theory says ``η log E τ_η → E``: the slope of ``log(η τ)`` (continuous-time normalisation,
 less prefactor bias) or of ``log τ`` against ``1/η`` estimates E. Reported: the OLS slope,

@@ -1,11 +1,11 @@
 """Large-deviation transition costs Ṽ(i, j) between adjacent minima.
 
-1-D (spec numerics 3): with the Hamiltonian ``ℋ(x, p) = H(x, -p) - p f'(x)``, the uphill
+1-D: with the Hamiltonian ``ℋ(x, p) = H(x, -p) - p f'(x)``, the uphill
 quasi-potential from a minimum m to the adjacent maximum s is ``V(m→s) = ∫_m^s p̂(x) dx``, where
 p̂(x) is the non-zero root of ``H(x, -p) = p f'(x)`` (sign of f'). If no root exists (bounded
 noise cannot push against |f'|), the cost is +∞. Downhill costs 0, so ``Ṽ(i, j) = V(i → s_ij)``.
 
-2-D, Gaussian noise of constant covariance Σ (spec numerics 4): the geometric minimum action
+2-D, Gaussian noise of constant covariance Σ: the geometric minimum action
 method (gMAM, Heymann & Vanden-Eijnden 2008) minimises the discretised geometric action
 ``S(φ) = Σ_k |Δφ_k|_A |b(φ̄_k)|_A - <Δφ_k, b(φ̄_k)>_A`` with ``A = Σ⁻¹``, ``b = -∇f``, over the
 interior nodes of a path between two minima (torch LBFGS with strong Wolfe line search), with

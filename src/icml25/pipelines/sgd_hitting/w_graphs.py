@@ -2,7 +2,7 @@
 
 Nodes are the local minima 0..L-1, ``W`` the global minima. A W-graph maps every node outside
 W to one other node with no cycles; ``V(g) = Σ_{(a→b)∈g} Ṽ(a, b)``. For a start at minimum
-``i ∉ W`` (spec "Energy E(x)", Freidlin & Wentzell, Random Perturbations of Dynamical Systems,
+``i ∉ W`` (Freidlin & Wentzell, Random Perturbations of Dynamical Systems,
 ch. 6, Lemma 3.4 / Thm 4.3):
 
     E(i) = min_{g∈G(W)} V(g) - min( min_{g∈G(W∪{i})} V(g),
