@@ -1,4 +1,4 @@
-"""The real-data path: local MQM TSV + a local HF seq2seq checkpoint (``docs/papers/twa.md``, "Data").
+"""The real-data path: local MQM TSV + a local HF seq2seq checkpoint (docs/papers/twa.md).
 
 A tiny T5 is built from a config and a Unigram tokenizer is built here over a few sentences with the
 ``tokenizers`` library (SentencePiece-like "▁" word markers), so nothing is downloaded.

@@ -2,7 +2,8 @@
 log-probabilities with the residual stream of one block, batched sampling and SFT.
 
 The model is :class:`icml25.core.causal_lm.LlamaLM` (a small LLaMA-style decoder: RMSNorm,
-SwiGLU, RoPE; sizes from ``params:fpo.model``). Sequences are right-padded with ``<pad>``: attention is causal, so padding after a
+SwiGLU, RoPE; sizes from ``params:fpo.model``).
+Sequences are right-padded with ``<pad>``: attention is causal, so padding after a
 sequence never changes its logits, and padded positions are masked out of every sum.
 """
 

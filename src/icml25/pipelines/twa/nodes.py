@@ -603,7 +603,7 @@ def plot_results(results: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------- real-data branch
 def run_real(params: dict[str, Any]) -> dict[str, Any]:
-    """The real-data branch (``docs/papers/twa.md``, "Data"): local MQM TSV file(s) + a local HF seq2seq
+    """The real-data branch (``docs/papers/twa.md``): local MQM TSV file(s) + a local HF seq2seq
     checkpoint; every configured method finetuned from it and scored on held-out segments.
 
     Off (``{"enabled": false}``) unless ``twa.real.mqm_tsv_paths`` is set. Run it alone with
