@@ -84,7 +84,7 @@ def test_projection_is_support_preserving_idempotent_and_nearest(name):
         for _ in range(10):
             z = _random_feasible(gamma, d, rng)
             assert dist <= np.linalg.norm(z - v) + 1e-12
-    # 200 random feasible points for one v (spec test)
+    # 200 random feasible points for one v
     v = rng.normal(size=d) * 2
     p = gamma.project(v)
     for _ in range(200):
@@ -102,7 +102,7 @@ def test_projection_matches_cvxpy(name):
             solver=cp.CLARABEL)
         ours = gamma.project(v)
         # our closed form is never worse than the solver; second-order cone solves (the balls)
-        # are accurate to ~1e-5 in the argument, the polyhedral ones to 1e-6 (spec: l1, budget)
+        # are accurate to ~1e-5 in the argument, the polyhedral ones (l1, budget) to 1e-6
         assert np.sum((ours - v) ** 2) <= np.sum((w.value - v) ** 2) + 1e-9
         atol = 1e-4 if "l2" in gamma.kind else 1e-6
         np.testing.assert_allclose(ours, w.value, atol=atol)

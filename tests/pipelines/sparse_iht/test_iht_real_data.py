@@ -1,4 +1,4 @@
-"""Spec data B: the logistic objective, its constrained refit and both real-data experiments."""
+"""The real data: the logistic objective, its constrained refit and both real-data experiments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Convex-relaxation, greedy and exhaustive baselines (spec, "Baselines" 3-4 and the exhaustive
+"""Convex-relaxation, greedy and exhaustive baselines (lasso, lasso + refit, OMP, and the exhaustive
 best k̄-sparse feasible point of small instances).
 
 - lasso: scikit-learn's ``lasso_path`` (``positive=True`` when Γ lies in the non-negative

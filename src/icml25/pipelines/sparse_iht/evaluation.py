@@ -1,4 +1,4 @@
-"""From the experiment tables to per-variant metrics and the claim checks (spec "Metrics").
+"""From the experiment tables to per-variant metrics and the claim checks.
 
 ``variant_metrics`` gives every variant the same metric names (per-seed lists; NaN where a
 metric does not apply) so MLflow lines them up. ``claim_metrics`` adds derived checks under

@@ -1,12 +1,13 @@
 """The sparse_iht experiments as plain functions returning tidy tables (no Kedro).
 
-- :func:`run_synthetic`: constrained sparse regression (spec data A) over settings × seeds ×
+- :func:`run_synthetic`: constrained sparse regression (synthetic) over settings × seeds ×
   k, for IHT-2SP and every first-order baseline; the gap is measured against the truth (``w̄ ∈
   Γ``) or against the oracle (binding Γ);
 - :func:`run_small_exhaustive`: the same methods on small instances, with the gap measured
   against the best k̄-sparse feasible point found by exhaustive search;
 - :func:`run_stochastic`: HSG-HT-2SP against IHT-2SP at equal sample-gradient counts (IFO);
-- :func:`run_zeroth_order`: HZO-HT-2SP against SZOHT at several q (spec data D).
+- :func:`run_zeroth_order`: HZO-HT-2SP against SZOHT at several q (a smaller
+  synthetic regression reached only through function values).
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def run_zeroth_order(cfg: ZerothOrderParams, seeds: list[int],
                      progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """HZO-HT-2SP (growing q_t) against SZOHT (fixed q), with first-order IHT-2SP as the oracle.
 
-    Two excess measures per iterate: over the first-order IHT-2SP objective (the spec's plot),
+    Two excess measures per iterate: over the first-order IHT-2SP objective (the plotted one),
     and over the best point on the iterate's own support within Γ (the optimisation error with
     the support choice factored out). SZOHT uses one step for every q (``szoht_step_scale / L``,
     by default the first-order ``1/L``), so q is the only difference between its runs.
@@ -250,7 +251,7 @@ def run_zeroth_order(cfg: ZerothOrderParams, seeds: list[int],
 
 
 def run_real_data(cfg: RealDataParams, seeds: list[int], progress: bool = True) -> pd.DataFrame:
-    """Spec data B on every seed's 70/30 split: breast cancer (logistic, ℓ2 ball) and diabetes
+    """The real data on every seed's 70/30 split: breast cancer (logistic, ℓ2 ball) and diabetes
     (least squares, non-negative budget)."""
     rows = []
     for seed in _progress(seeds, progress, "sparse_iht real data"):

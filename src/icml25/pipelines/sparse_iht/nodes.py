@@ -32,7 +32,7 @@ def _threads(p: SparseIHTParams):
 
 
 def make_synthetic(params: dict[str, Any]) -> pd.DataFrame:
-    """The generated instances of data A, one row per (setting, seed): the truth and Γ.
+    """The generated synthetic instances, one row per (setting, seed): the truth and Γ.
 
     The designs themselves are regenerated from their seed inside each experiment (they are
     deterministic in it); this table records what was generated for DVC and inspection.

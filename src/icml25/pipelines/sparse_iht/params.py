@@ -1,6 +1,6 @@
 """Parameters of the sparse_iht pipeline (``conf/*/parameters_sparse_iht.yml``), validated once.
 
-Every choice the paper leaves unconfirmed (spec ``sparse_iht.md``) is a parameter here; bad
+Every choice the paper leaves open (see ``docs/papers/sparse_iht.md``) is a parameter here; bad
 values (k larger than the dimension, an infeasible constraint set, a batch that never grows)
 stop the run before any work, naming the full key.
 """
@@ -219,7 +219,7 @@ def _ks_within(ks: list[int], d: int) -> list[int]:
 
 
 class RealDataParams(ParamsModel):
-    """Spec data B: scikit-learn's bundled breast-cancer (569 x 30) and diabetes (442 x 10)."""
+    """The real data: scikit-learn's bundled breast-cancer (569 x 30) and diabetes (442 x 10)."""
 
     breast_cancer: BreastCancerParams
     diabetes: DiabetesParams

@@ -1,4 +1,4 @@
-"""Wiring of the sparse_iht pipeline (spec ``sparse_iht.md``, "Kedro pipeline sketch").
+"""Wiring of the sparse_iht pipeline (see ``docs/papers/sparse_iht.md``).
 
 generated instances -> each experiment (first-order methods and baselines, exhaustive small
 instances, stochastic and zeroth-order variants, real data) as one node per seed shard

@@ -1,4 +1,5 @@
-"""Objectives and generated data of the sparse_iht experiments (spec, "Data" A and D).
+"""Objectives and generated data of the sparse_iht experiments (synthetic and
+zeroth-order instances).
 
 ``R(w) = (1/2n) ||Xw - y||²`` with full, mini-batch and function-value oracles, and the
 AR(1)-correlated Gaussian design of the synthetic sparse-regression task. Plain NumPy.
@@ -103,7 +104,7 @@ def ar1_design(n: int, d: int, rho: float, rng: np.random.Generator) -> np.ndarr
 
 def make_sparse_regression(n: int, d: int, k_bar: int, rho: float, sigma: float, seed: int,
                            signed: bool = False) -> SyntheticProblem:
-    """Spec data A: AR(1) design, ``w̄`` with k̄ non-zeros ~ U(0.5, 1.5) on a random support
+    """The synthetic regression: AR(1) design, ``w̄`` with k̄ non-zeros ~ U(0.5, 1.5) on a random support
     (random signs when ``signed``), ``y = Xw̄ + σε``."""
     if k_bar > d:
         raise ValueError(f"k_bar = {k_bar} is larger than the dimension d = {d}")
@@ -120,7 +121,7 @@ def make_sparse_regression(n: int, d: int, k_bar: int, rho: float, sigma: float,
 
 def constraint_for(kind: str, scale: float, w_true: np.ndarray) -> Constraint:
     """The set ``Γ`` of a setting, sized from the truth so that ``w̄ ∈ Γ`` when ``scale >= 1``
-    (spec A: budget ``B = Σw̄``, ball ``r = ||w̄||``, box ``u = max|w̄|``); ``scale < 1`` makes
+    (budget ``B = Σw̄``, ball ``r = ||w̄||``, box ``u = max|w̄|``); ``scale < 1`` makes
     the constraint binding (the truth is then infeasible and the oracle is the reference)."""
     if kind == "nonneg":
         return Constraint("nonneg")

@@ -1,4 +1,4 @@
-"""Real (bundled) data of spec "Data" B: sparse logistic regression with an ℓ2-ball constraint on
+"""Real (bundled) data: sparse logistic regression with an ℓ2-ball constraint on
 scikit-learn's breast-cancer set, and sparse non-negative-budget regression on its diabetes set.
 
 Both load offline from scikit-learn. Features are standardised with the training split's mean
