@@ -104,8 +104,8 @@ def ar1_design(n: int, d: int, rho: float, rng: np.random.Generator) -> np.ndarr
 
 def make_sparse_regression(n: int, d: int, k_bar: int, rho: float, sigma: float, seed: int,
                            signed: bool = False) -> SyntheticProblem:
-    """The synthetic regression: AR(1) design, ``w̄`` with k̄ non-zeros ~ U(0.5, 1.5) on a random support
-    (random signs when ``signed``), ``y = Xw̄ + σε``."""
+    """The synthetic regression: AR(1) design, ``w̄`` with k̄ non-zeros ~ U(0.5, 1.5) on a random
+    support (random signs when ``signed``), ``y = Xw̄ + σε``."""
     if k_bar > d:
         raise ValueError(f"k_bar = {k_bar} is larger than the dimension d = {d}")
     rng = np.random.default_rng(seed)
