@@ -1,4 +1,4 @@
-"""The LLaMA model, perplexity, corpus and pre-training helpers (spec tests 9, 10)."""
+"""The LLaMA model, perplexity, corpus and pre-training helpers."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_bad_model_config_is_refused():
 
 
 def test_uniform_logits_give_perplexity_equal_to_vocab_size():
-    """Test 9a."""
+    """A model with zero logits has perplexity equal to the vocabulary size."""
     model = _tiny(vocab=50)
     with torch.no_grad():
         model.lm_head.weight.zero_()
@@ -87,7 +87,7 @@ def test_uniform_logits_give_perplexity_equal_to_vocab_size():
 
 
 def test_markov_oracle_reaches_exp_entropy_rate():
-    """Test 9b: the true bigram model's perplexity on a long sample is exp(H) within 5 %."""
+    """The true bigram model's perplexity on a long sample is exp(H) within 5 %."""
     rng = np.random.default_rng(0)
     transition = corpus.markov_chain(64, 0.1, rng)
     h = corpus.entropy_rate(transition)
@@ -100,7 +100,7 @@ def test_markov_oracle_reaches_exp_entropy_rate():
 
 
 def test_a_trained_model_learns_the_markov_language():
-    """Test 9c: a few hundred steps bring the LM well below the unigram perplexity, towards
+    """A few hundred steps bring the LM well below the unigram perplexity, towards
     exp(H) (full convergence to within 5 % takes longer than a unit test)."""
     docs, h = corpus.synthetic_markov_docs(16, 0.1, 20, 400, seed=1)
     tok = corpus.train_tokenizer(docs, 0, "char")
@@ -119,7 +119,7 @@ def test_a_trained_model_learns_the_markov_language():
 
 
 def test_stdlib_corpus_is_deterministic_and_split_is_disjoint():
-    """Test 10."""
+    """The stdlib-docs corpus is the same on every build; the split is disjoint."""
     texts = [corpus.join_documents(corpus.stdlib_docstrings(max_files=25)
                                    + corpus.pydoc_topics()) for _ in range(2)]
     metas = [corpus.corpus_meta(t, "stdlib_docs", 0) for t in texts]
@@ -187,7 +187,7 @@ def test_expected_state_formula_matches_headline_formula_when_blocks_align():
 
 
 def test_pretrain_measures_every_optimizer_kind():
-    """Spec test 11 (smoke, without Kedro): a few steps of each kind; counted state = formula."""
+    """Smoke test without Kedro: a few steps of each kind; counted state = formula."""
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 40, 3000).astype(np.int32)
     model = ModelParams(d=16, layers=4, heads=2, ff=24, seq=8)

@@ -1,4 +1,4 @@
-"""FRUGAL's mathematics (spec frugal.md, "Tests" 1-8) against independent computations."""
+"""FRUGAL's mathematics against independent computations."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _run(model: Toy, opt: torch.optim.Optimizer, batches: list[torch.Tensor]) ->
 
 
 def test_rho_one_block_equals_torch_adam():
-    """Test 1: rho = 1, block projector, T > steps => the trajectory of torch.optim.Adam."""
+    """With rho = 1, block projector, T > steps => the trajectory of torch.optim.Adam."""
     ours, ref = _twins()
     reg, proj = split_parameters(ours)
     opt = Frugal(reg, proj, lr=1e-2, density=1.0, update_gap=100, projector="block")
@@ -95,7 +95,7 @@ def test_split_follows_official_prepare_proj_params():
 
 
 def test_rho_zero_moves_every_projectable_weight_by_minus_lr_sign():
-    """Test 2: rho = 0 => W moves by exactly -lr·sign(g) (g = 0 entries stay); regular = Adam."""
+    """With rho = 0, W moves by exactly -lr·sign(g) (g = 0 entries stay); regular = Adam."""
     ours, ref = _twins(1)
     reg, proj = split_parameters(ours)
     lr = 3e-3
@@ -127,7 +127,7 @@ def test_rho_zero_moves_every_projectable_weight_by_minus_lr_sign():
 
 
 def test_svd_projector_is_an_orthogonal_projection():
-    """Test 3a: P^{-1}(P(.)) is idempotent and the residual is orthogonal to the projection."""
+    """P^{-1}(P(.)) is idempotent and the residual is orthogonal to the projection."""
     gen = torch.Generator().manual_seed(0)
     for shape in [(12, 8), (8, 12)]:
         g = torch.randn(*shape, generator=gen, dtype=torch.float64)
@@ -143,7 +143,7 @@ def test_svd_projector_is_an_orthogonal_projection():
 
 
 def test_svd_step_equals_galore_when_gradient_is_inside_the_subspace():
-    """Test 3b: rank(G) <= r => g_free = 0 and FRUGAL-SVD's step is GaLore's."""
+    """If rank(G) <= r, g_free = 0 and FRUGAL-SVD's step is GaLore's."""
     gen = torch.Generator().manual_seed(1)
     w0 = torch.randn(16, 12, generator=gen) * 0.1
     u = torch.randn(16, 2, generator=gen)
@@ -167,7 +167,7 @@ def test_svd_step_equals_galore_when_gradient_is_inside_the_subspace():
 
 
 def test_descending_block_order_cycles_through_all_tensors():
-    """Test 4: 28 tensors, rho = 0.25: refreshes 0..3 are disjoint, cover all; 4 repeats 0."""
+    """28 tensors, rho = 0.25: refreshes 0..3 are disjoint, cover all; 4 repeats 0."""
     sets = [block_active_set(28, 0.25, j, "descending") for j in range(5)]
     assert all(len(s) == 7 for s in sets)
     assert sets[0] == list(range(21, 28))
@@ -181,7 +181,7 @@ def test_descending_block_order_cycles_through_all_tensors():
 
 
 def test_refresh_resets_adam_state():
-    """Test 5: the first Adam step after a refresh moves every active coordinate by ≈ lr."""
+    """The first Adam step after a refresh moves every active coordinate by ≈ lr."""
     torch.manual_seed(0)
     model = Toy()
     reg, proj = split_parameters(model)
@@ -218,7 +218,7 @@ def test_keep_carries_moments_and_counter_across_refreshes():
 
 @pytest.mark.parametrize("projector", ["block", "svd", "random", "randperm", "randk"])
 def test_state_floats_match_the_closed_forms(projector):
-    """Test 6: counted floats = the spec's memory formula for every projector."""
+    """Counted floats = the closed-form memory formula for every projector."""
     torch.manual_seed(0)
     model = Toy()
     reg, proj = split_parameters(model)
@@ -275,7 +275,7 @@ def _rank(delta: torch.Tensor) -> int:
 
 
 def test_effective_update_rank_galore_low_frugal_full():
-    """Test 7: 10 steps inside one refresh: GaLore's ΔW has rank <= r, FRUGAL's is full."""
+    """10 steps inside one refresh: GaLore's ΔW has rank <= r, FRUGAL's is full."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(64, 12, generator=gen)
     y = torch.randn(64, 16, generator=gen)
@@ -298,7 +298,7 @@ def test_effective_update_rank_galore_low_frugal_full():
 @pytest.mark.parametrize("state_full, state_free, lr", [("sgdm", "sgd", 0.05),
                                                          ("adamw", "sign_sgd", 0.05)])
 def test_frugal_converges_on_a_convex_quadratic(state_full, state_free, lr):
-    """Test 8: loss below 1e-3 of its start in 500 steps (with lr decay)."""
+    """Loss below 1e-3 of its start in 500 steps (with lr decay)."""
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(40, 10, generator=gen)
     hess = a.T @ a / 40 + 0.5 * torch.eye(10)

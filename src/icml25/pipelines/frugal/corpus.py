@@ -1,4 +1,4 @@
-"""Offline English corpora and the byte-level BPE tokenizer (spec ``frugal.md``, "Data").
+"""Offline English corpora and the byte-level BPE tokenizer (``docs/papers/frugal.md``, "Data").
 
 * ``stdlib_docs``: docstrings (``ast.get_docstring`` of modules, classes and functions) of the
   running CPython standard library, plus every value of ``pydoc_data.topics.topics`` (the

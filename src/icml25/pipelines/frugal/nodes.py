@@ -1,7 +1,7 @@
 """Kedro nodes of the frugal pipeline: thin wrappers around the method modules.
 
-Each node validates ``params:frugal`` into :class:`FrugalParams`, does one step of the spec's
-pipeline sketch and returns plain text, arrays, dicts, tables or figures.
+Each node validates ``params:frugal`` into :class:`FrugalParams`, does one step of the
+pipeline and returns plain text, arrays, dicts, tables or figures.
 """
 
 from __future__ import annotations

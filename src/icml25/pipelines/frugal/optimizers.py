@@ -1,4 +1,4 @@
-"""FRUGAL and its baselines as ``torch.optim.Optimizer`` classes (spec ``frugal.md``).
+"""FRUGAL and its baselines as ``torch.optim.Optimizer`` classes (``docs/papers/frugal.md``).
 
 * :class:`Frugal` — full-rank updates with gradient splitting (Zmushko et al., ICML 2025,
   Algorithm 1; official code github.com/fzmushko/FRUGAL, read for semantics only). Each
@@ -117,7 +117,7 @@ def state_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 def _adam_update(state: dict, grad: torch.Tensor, lr: float, betas: tuple[float, float],
                  eps: float) -> torch.Tensor:
-    """AdamStep of the spec: ``-lr·m̂/(√v̂ + ε)`` in ``torch.optim.Adam``'s arithmetic."""
+    """The Adam step ``-lr·m̂/(√v̂ + ε)`` in ``torch.optim.Adam``'s arithmetic."""
     beta1, beta2 = betas
     if "exp_avg" not in state:
         state["exp_avg"] = torch.zeros_like(grad)
@@ -149,7 +149,7 @@ _MOMENT_KEYS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
 
 
 class Frugal(torch.optim.Optimizer):
-    """FRUGAL (spec "Method"): state-full subspace + state-free residual, refreshed every T steps.
+    """FRUGAL: state-full subspace + state-free residual, refreshed every T steps.
 
     Args:
         regular: named parameters always trained by the state-full rule (embeddings, norms,

@@ -1,6 +1,6 @@
 """Parameters of the frugal pipeline (``conf/*/parameters_frugal.yml``), validated once.
 
-Every choice the spec leaves unconfirmed (state on refresh, block order, learning rates) is a
+Every choice the paper leaves open (state on refresh, block order, learning rates) is a
 parameter here. Bad values stop the run before any work with the full key, e.g.
 ``frugal.optimizers.frugal_block_025.density``.
 """
@@ -90,7 +90,7 @@ class TrainParams(ParamsModel):
 
 
 class OptimizerParams(ParamsModel):
-    """One named optimiser configuration (spec "Kedro pipeline sketch")."""
+    """One named optimiser configuration (a variant of the pipeline)."""
 
     kind: Literal["adamw", "frugal", "galore", "badam", "signsgd"]
     role: Literal["method", "baseline", "ablation"]

@@ -1,4 +1,4 @@
-"""Wiring of the frugal pipeline (spec ``frugal.md``, "Kedro pipeline sketch").
+"""Wiring of the frugal pipeline (``docs/papers/frugal.md``).
 
 corpus -> document split -> BPE tokenizer -> token streams -> one pre-training node per
 optimiser configuration and seed shard (namespace ``frugal.<variant>.shard_<k>``, shard ``k`` of

@@ -1,4 +1,4 @@
-"""Pre-training of the small LLaMA model with one optimiser (spec ``frugal.md``, "Data").
+"""Pre-training of the small LLaMA model with one optimiser (``docs/papers/frugal.md``).
 
 Everything every optimiser shares lives here: the token windows (a batch is a pure function of
 ``(seed, step)``), the schedule (linear warm-up, one cosine cycle to ``min_lr_ratio·lr``), the
@@ -106,7 +106,7 @@ def build_optimizer(model: LlamaLM, cfg: OptimizerParams, seed: int) -> torch.op
 
 def expected_state_floats(model: LlamaLM, cfg: OptimizerParams,
                           steps: int = 1, seed: int = 0) -> dict[str, float]:
-    """Closed-form optimiser memory of the spec ("Optimizer memory") for this model.
+    """Closed-form optimiser memory (``docs/papers/frugal.md``, "Metrics") for this model.
 
     ``formula_floats``: the exact count for this configuration after ``steps`` steps (block:
     2·(N_reg + Σ_active m·n) over the last refresh's active set; svd: 2·(N_reg + Σ r·max) +

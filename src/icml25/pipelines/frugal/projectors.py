@@ -1,4 +1,4 @@
-"""Projectors of FRUGAL's state-full subspace (spec ``frugal.md``, "Method", "Projectors").
+"""Projectors of FRUGAL's state-full subspace (the paper's projectors; ``docs/papers/frugal.md``).
 
 A projector maps a gradient ``G`` (one weight tensor) to its low-dimensional, state-full part
 ``P(G)`` and embeds such a part back into the tensor's shape with ``P^{-1}``. The residual
@@ -121,7 +121,7 @@ def project_squared(proj: dict, low_sq: torch.Tensor, like: torch.Tensor,
 
     For the linear map ``x ↦ M x`` of independent coordinates, ``E[(Mx)²] = M² E[x²]`` (entry-wise
     square of ``M``): the non-negative way to re-project Adam's ``v`` (``state_on_refresh:
-    reproject``; the spec leaves this choice open).
+    reproject``; the paper leaves this choice open).
     """
     squared_old = {k: (v.square() if k == "proj_basis" else v) for k, v in proj.items()}
     squared_new = {k: (v.square() if k == "proj_basis" else v) for k, v in new.items()}
