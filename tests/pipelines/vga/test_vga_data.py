@@ -1,4 +1,5 @@
-"""Generated instances, layouts and rendering (spec tests 3-8, 11)."""
+"""Generated instances, layouts and rendering: balance, leakage, label checks, layouts inside
+the canvas, deterministic images."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact solvers of the vga tasks against brute force and known answers (spec tests 1, 2, 11)."""
+"""Exact solvers of the vga tasks against brute force and known answers."""
 
 from __future__ import annotations
 

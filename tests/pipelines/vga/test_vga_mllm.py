@@ -1,4 +1,4 @@
-"""The multimodal-LLM path against a local stub endpoint (spec test 10); never a real server."""
+"""The multimodal-LLM path against a local stub endpoint; never a real server."""
 
 from __future__ import annotations
 

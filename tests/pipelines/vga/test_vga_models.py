@@ -1,4 +1,4 @@
-"""Vision models and their training loop (spec test 9), prediction scoring and its metrics."""
+"""Vision models and their training loop, prediction scoring and its metrics."""
 
 from __future__ import annotations
 

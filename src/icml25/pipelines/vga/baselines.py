@@ -1,4 +1,4 @@
-"""Pixel-free references (spec ``vga.md``, "Baselines" 2-4).
+"""Pixel-free references (``docs/papers/vga.md``, "Baselines").
 
 - ``majority``: the most frequent training class (ties to the lowest class index);
 - ``chance``: uniformly random answers, seeded;

@@ -1,4 +1,4 @@
-"""Balanced, leakage-free instance generation (spec ``vga.md``, "Generation pseudocode").
+"""Balanced, leakage-free instance generation (``docs/papers/vga.md``, "Data").
 
 Every attempt draws its own generator from ``SeedSequence([seed, task, split, attempt])``, so a
 single instance can be regenerated from its ``seed_key`` alone. Classes are filled by rejection:

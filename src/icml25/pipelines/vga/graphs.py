@@ -1,11 +1,11 @@
-"""Graphs of the Visual Graph Arena tasks and their exact labels (spec ``vga.md``, "The six tasks").
+"""Graphs of the Visual Graph Arena tasks and their exact labels (``docs/papers/vga.md``).
 
 Babaiee et al., "Visual Graph Arena" (ICML 2025, arXiv:2506.06242) pose six reasoning questions
 about small planar graphs: isomorphism (easy and hard), Hamiltonian path, Hamiltonian cycle,
 shortest-path distance between two marked nodes and the size of the largest chordless cycle.
 Here each question has an exact solver that reads the graph, never the picture:
 
-- Hamiltonian path / cycle: the Held-Karp style bitmask dynamic programme of the spec
+- Hamiltonian path / cycle: a Held-Karp style bitmask dynamic programme
   (``reach[mask]`` = bitset of end vertices of simple paths covering exactly ``mask``);
 - isomorphism: VF2 (``nx.is_isomorphic``);
 - shortest path: breadth-first search;
@@ -88,7 +88,7 @@ def adjacency_masks(graph: nx.Graph) -> list[int]:
 
 def _reach(adj: list[int], starts: Sequence[int]) -> list[int]:
     """``reach[mask]``: bitset of vertices v such that a simple path that starts in ``starts``
-    covers exactly ``mask`` and ends at v (spec "Hamiltonian DP")."""
+    covers exactly ``mask`` and ends at v (the Held-Karp style recursion)."""
     n = len(adj)
     if n > MAX_DP_NODES:
         raise GraphTaskError(f"Hamiltonian DP: {n} nodes > {MAX_DP_NODES} (cost 2^n n^2)")
@@ -226,7 +226,7 @@ def distance_class(distance: int) -> int:
 
 # ---------------------------------------------------------------------------- graph statistics
 def graph_statistics(graph: nx.Graph, max_degree: int = 8) -> np.ndarray:
-    """Pixel-free features (spec "Baselines" 4a): n, m, degree histogram 0..max_degree
+    """Pixel-free features of the graph-statistics baseline: n, m, degree histogram 0..max_degree
     (last bin open), #leaves, min degree."""
     degrees = np.array([d for _, d in graph.degree], dtype=int)
     hist = np.bincount(np.minimum(degrees, max_degree), minlength=max_degree + 1)

@@ -1,6 +1,6 @@
 """From graphs to the image data set: positions per (instance, layout), then PNG images.
 
-Protocol (spec ``vga.md``, "Layouts and the train/test protocol"): train and validation graphs
+The paper's protocol (``docs/papers/vga.md``, "The method"): train and validation graphs
 are drawn only in the task's training layout; every test graph is drawn once in each evaluation
 layout, so the layout is the only thing that changes between test sets. For the isomorphism
 tasks the image is a pair: the left graph in ``pair_left_layout`` (Kamada-Kawai) and the partner

@@ -1,6 +1,6 @@
-"""Independent checks of a generated graphs table (spec ``vga.md``, pipeline node
-``check_labels``): brute-force re-labelling of a subset, class balance, graph validity and the
-train/test leakage count. A failed check stops the pipeline: no image is ever rendered for an
+"""Independent checks of a generated graphs table (the pipeline node ``check_labels``):
+brute-force re-labelling of a subset, class balance, graph validity and the train/test leakage
+count. A failed check stops the pipeline: no image is ever rendered for an
 instance whose label could not be verified.
 """
 

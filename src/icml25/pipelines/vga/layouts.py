@@ -1,4 +1,4 @@
-"""Layouts: the same abstract graph in different visual forms (spec ``vga.md``, "Layouts").
+"""Layouts: the same abstract graph in different visual forms (``docs/papers/vga.md``, "Data").
 
 ``kk`` is Kamada-Kawai (the training layout of the paper), ``planar`` the straight-line
 combinatorial embedding of ``nx.planar_layout`` (a test layout), ``random`` uniform positions

@@ -1,5 +1,4 @@
-"""Zero-shot multimodal-LLM evaluation through any OpenAI-compatible endpoint (spec "Multimodal-
-LLM path").
+"""Zero-shot multimodal-LLM evaluation through any OpenAI-compatible endpoint.
 
 The paper's protocol: a fixed number of random test images per task, one image per question,
 zero-shot, temperature 0. Prompts (our wording) state the task and the answer set and ask for a

@@ -1,6 +1,6 @@
-"""The two vision families the paper contrasts, small and trained from scratch (spec "Vision
-models"): a ConvNeXt-style CNN (Liu et al. 2022: depthwise 7x7 conv, LayerNorm, inverted MLP,
-residual) and a ViT (Dosovitskiy et al. 2021: patch embedding, CLS token, pre-norm blocks) whose
+"""The two vision families the paper contrasts, small and trained from scratch: a
+ConvNeXt-style CNN (Liu et al. 2022: depthwise 7x7 conv, LayerNorm, inverted MLP, residual) and
+a ViT (Dosovitskiy et al. 2021: patch embedding, CLS token, pre-norm blocks) whose
 learned 2-D position table is bilinearly interpolated to the input's patch grid, so the same
 model reads 128 x 128 single drawings and 128 x 258 pairs.
 """

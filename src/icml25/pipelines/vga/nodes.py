@@ -1,7 +1,7 @@
 """Kedro nodes of the vga pipeline: thin wrappers around the method modules.
 
-Each node validates ``params:vga`` into :class:`VgaParams`, does one step of the spec's pipeline
-sketch (generate -> check -> layouts -> images -> train/evaluate models, baselines, MLLM ->
+Each node validates ``params:vga`` into :class:`VgaParams`, does one step of the pipeline
+(generate -> check -> layouts -> images -> train/evaluate models, baselines, MLLM ->
 metrics, claims, figures) and returns plain tables, dicts or state dicts.
 """
 
@@ -72,7 +72,7 @@ def _check_images(images: pd.DataFrame) -> None:
 
 # ----------------------------------------------------------------------------------- data
 def generate_graphs(params: dict[str, Any]) -> pd.DataFrame:
-    """Balanced, leakage-free instances of every task with exact labels (spec "Generation")."""
+    """Balanced, leakage-free instances of every task with exact labels."""
     p = _params(params)
     d = p.data
     return _generate_graphs({t: c.p for t, c in d.tasks.items()}, d.sizes.model_dump(),

@@ -1,6 +1,6 @@
 """Parameters of the vga pipeline (``conf/*/parameters_vga.yml``), validated once before any work.
 
-Every choice the spec marks unconfirmed (training layout per task, pair arrangement, sampler
+Every choice the paper leaves open (training layout per task, pair arrangement, sampler
 densities) is a parameter here; infeasible settings (a task whose classes cannot all occur at
 the configured graph sizes, an unknown layout) fail with the full key.
 """
@@ -132,7 +132,7 @@ class TrainParams(ParamsModel):
     warmup_epochs: float = Field(default=1.0, ge=0)
     grad_clip: float | None = Field(default=1.0, ge=0)
     track_test_each_epoch: bool = True
-    augment: bool = True   # dihedral symmetries (spec: legitimate, unused by the paper)
+    augment: bool = True   # dihedral symmetries (legitimate, unused by the paper)
 
 
 class BaselineParams(ParamsModel):

@@ -1,4 +1,4 @@
-"""Wiring of the vga pipeline (spec ``vga.md``, "Kedro pipeline sketch").
+"""Wiring of the vga pipeline (``docs/papers/vga.md``).
 
 generate graphs -> check labels -> layouts -> images -> one train + evaluate node pair per vision
 model and seed shard (namespace ``vga.<model>.shard_<k>``, shard ``k`` of ``n`` trains

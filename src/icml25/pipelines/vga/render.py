@@ -1,4 +1,4 @@
-"""Rendering graph drawings to grayscale images (spec ``vga.md``, "Rendering").
+"""Rendering graph drawings to grayscale images (``docs/papers/vga.md``, "Data").
 
 The default renderer draws with PIL at ``supersample`` x resolution on white — black straight
 edges, filled black circles for nodes, filled squares for the two marked nodes of the

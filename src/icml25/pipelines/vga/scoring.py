@@ -1,4 +1,4 @@
-"""Metrics of the vga pipeline from prediction tables (spec ``vga.md``, "Metrics and anchors").
+"""Metrics of the vga pipeline from prediction tables (``docs/papers/vga.md``, "Metrics").
 
 Every variant (trained models, pixel-free baselines, an MLLM) is scored from the same long
 prediction table (variant, seed, task, layout, sample_id, label, pred; ``pred = -1`` is an

@@ -1,8 +1,9 @@
-"""Training and evaluating the vision models on the rendered tasks (spec "Vision models").
+"""Training and evaluating the vision models on the rendered tasks.
 
-AdamW, cross-entropy, cosine schedule after a linear warm-up, no augmentation; the validation
-set is drawn in the training layout, and the reported model is the checkpoint with the best
-validation accuracy (the shared loop restores it). Test accuracy of every epoch can be tracked
+AdamW, cross-entropy, cosine schedule after a linear warm-up, optional dihedral augmentation
+(``augment``; the paper uses none, ``conf/base`` turns it on); the validation set is drawn in
+the training layout, and the reported model is the checkpoint with the best validation accuracy
+(the shared loop restores it). Test accuracy of every epoch can be tracked
 too: its maximum is the paper-comparable, optimistic "best test accuracy over epochs".
 """
 
