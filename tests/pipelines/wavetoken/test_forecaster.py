@@ -1,4 +1,4 @@
-"""Unit tests of the wavetoken sampling loop (spec "Decoding", "Tests": sampling shape, rollout)."""
+"""Unit tests of the wavetoken sampling loop (sampling shape, rollout)."""
 
 from __future__ import annotations
 

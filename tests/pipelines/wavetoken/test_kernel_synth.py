@@ -1,4 +1,4 @@
-"""KernelSynth port (Chronos scripts/kernel-synth.py; specs/wavetoken.md "Training data")."""
+"""KernelSynth port (Chronos scripts/kernel-synth.py)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Unit tests of the wavetoken forecast metrics (spec specs/wavetoken.md, "Metrics and anchors")."""
+"""Unit tests of the wavetoken forecast metrics (docs/papers/wavetoken.md, "Metrics")."""
 
 from __future__ import annotations
 
@@ -257,7 +257,7 @@ def test_average_rank_without_common_dataset_is_nan():
 
 # ----------------------------------------------------------------- integration known answer
 def test_naive_on_m1_yearly_matches_the_chronos_results():
-    """Spec anchor: naive (s = 1) on aeon's M1 yearly, last 6 points -> MASE 4.8943, WQL 0.2093."""
+    """Chronos anchor: naive (s = 1) on aeon's M1 yearly, last 6 points -> MASE 4.8943, WQL 0.2093."""
     aeon_datasets = pytest.importorskip("aeon.datasets")
     path = (
         Path(aeon_datasets.__file__).parent / "data" / "m1_yearly_dataset" / "m1_yearly_dataset.tsf"

@@ -1,4 +1,4 @@
-"""Unit tests of the wavetoken encoder-decoder (spec "Model and training", "Decoding", "Tests")."""
+"""Unit tests of the wavetoken encoder-decoder (training loss, decoding)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_shapes(position):
 
 
 def test_uniform_logits_give_ln_vocab():
-    # spec "Tests": uniform logits over V = 1024 give CE = ln 1024
+    # uniform logits over V = 1024 give CE = ln 1024
     model = Seq2SeqForecaster(tiny_config(vocab_size=1024, dropout=0.1))
     with torch.no_grad():
         model.shared.weight.zero_()  # tied output projection -> all logits exactly 0

@@ -1,4 +1,4 @@
-"""Real series shipped in packages (specs/wavetoken.md "Data"), loaded with sockets blocked."""
+"""Real series shipped in packages (docs/papers/wavetoken.md, "Data"), loaded with sockets blocked."""
 
 import socket
 
@@ -13,7 +13,7 @@ from icml25.pipelines.wavetoken.real_data import (
     train_test_split,
 )
 
-# name: (role, freq, horizon, season, n series, length of each series) — from the spec
+# name: (role, freq, horizon, season, n series, length of each series), as loaded offline
 EXPECTED = {
     "taylor": ("in_domain", "30min", 48, 48, 1, 4032),
     "co2_weekly": ("in_domain", "W", 52, 1, 1, 2284),
@@ -47,7 +47,7 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
 
 
-def test_registry_matches_spec():
+def test_registry_matches_the_documented_datasets():
     assert set(AVAILABLE_DATASETS) == set(EXPECTED)
     for name, (role, freq, horizon, *_rest) in EXPECTED.items():
         assert AVAILABLE_DATASETS[name] == (role, freq, horizon)

@@ -1,4 +1,4 @@
-"""Statistical baselines (specs/wavetoken.md "Baselines") and the M1-yearly known answer."""
+"""Statistical baselines (the paper's local models) and the M1-yearly known answer."""
 
 import numpy as np
 import pytest
@@ -99,7 +99,7 @@ def test_bad_input_raises():
 
 
 def test_m1_yearly_naive_known_answer():
-    """Spec: naive on aeon's M1 yearly (181 series, H 6, s 1) -> MASE 4.8943, WQL 0.2093."""
+    """Chronos results CSV: naive on aeon's M1 yearly (181 series, H 6, s 1) -> MASE 4.8943, WQL 0.2093."""
     from icml25.pipelines.wavetoken.metrics import mase, weighted_quantile_loss
     from icml25.pipelines.wavetoken.real_data import load_dataset, train_test_split
 

@@ -1,4 +1,4 @@
-"""Synthetic stress sets (specs/wavetoken.md "Synthetic stress sets")."""
+"""Synthetic stress sets (the patterns of the paper's Figure 1)."""
 
 import numpy as np
 import pytest

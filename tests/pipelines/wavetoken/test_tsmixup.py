@@ -1,4 +1,4 @@
-"""TSMixup (Chronos Algorithm 1; specs/wavetoken.md "Training data")."""
+"""TSMixup (Chronos paper, Algorithm 1)."""
 
 import numpy as np
 import pytest

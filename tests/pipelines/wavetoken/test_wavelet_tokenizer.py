@@ -1,4 +1,4 @@
-"""Unit tests of the WaveToken wavelet tokenizer (spec specs/wavetoken.md, "Tokenizer", "Tests")."""
+"""Unit tests of the WaveToken wavelet tokenizer (paper Sec. 3)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ MIDDLE_ID = 512  # id of centre 0 at V = 1024: 2 + (1021 - 1) / 2
 
 
 def walk_plus_season(rng: np.random.Generator, n: int, length: int) -> np.ndarray:
-    """Random walk + seasonal windows with random level and scale (spec's measured setting)."""
+    """Random walk + seasonal windows with random level and scale (the setting the quantiser limits were sized on)."""
     t = np.arange(length)
     walk = np.cumsum(rng.normal(size=(n, length)), axis=1)
     season = 3.0 * np.sin(2 * np.pi * t / rng.integers(6, 30, size=(n, 1)))
@@ -85,7 +85,7 @@ def test_haar_known_answer():
 
 
 @pytest.mark.parametrize(("wavelet", "gain"), [("bior2.2", 2.121), ("haar", 1.414), ("db4", 1.865)])
-def test_synthesis_gain_matches_spec(wavelet, gain):
+def test_synthesis_gain_matches_known_values(wavelet, gain):
     g = np.abs(synthesis_matrix(wavelet, 1, 64)).sum(axis=1).max()
     assert g == pytest.approx(gain, abs=1e-3)
 

@@ -1,4 +1,4 @@
-"""Unit tests of training-window sampling (spec "Model and training", "Training windows")."""
+"""Unit tests of training-window sampling (the Chronos training recipe)."""
 
 from __future__ import annotations
 

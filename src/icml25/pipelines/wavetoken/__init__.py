@@ -1,1 +1,1 @@
-"""WaveToken (ICML 2025): wavelet-tokenized time-series forecasting; see specs/wavetoken.md."""
+"""WaveToken (ICML 2025): wavelet-tokenized time-series forecasting; see docs/papers/wavetoken.md."""

@@ -1,7 +1,7 @@
 """Chronos' uniform-bin tokenizer, the ``chronos_bins`` baseline of the wavetoken pipeline.
 
 A numpy reproduction of ``MeanScaleUniformBins`` in amazon-science/chronos-forecasting,
-``src/chronos/chronos.py`` (spec ``specs/wavetoken.md``, "Baselines"), id layout included:
+``src/chronos/chronos.py`` (the paper's Chronos baseline), id layout included:
 
 - centres = linspace(lo, hi, V - n_special - 1) (4093 centres for V = 4096, n_special = 2),
 - boundaries = [-1e20, midpoints of the centres, +1e20],

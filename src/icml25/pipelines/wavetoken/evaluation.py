@@ -1,4 +1,4 @@
-"""Scoring and aggregation of the wavetoken forecasts (spec "Metrics and anchors").
+"""Scoring and aggregation of the wavetoken forecasts (docs/papers/wavetoken.md, "Metrics").
 
 Per (variant, seed, dataset): WQL and MASE; per variant: the Chronos aggregate relative scores
 (geometric mean of ratios to seasonal naive) over dataset groups, the synthetic sets' ratios and

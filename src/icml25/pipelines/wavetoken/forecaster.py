@@ -1,10 +1,10 @@
-"""Probabilistic forecasts from a token model and a tokenizer (spec "Decoding", step 6).
+"""Probabilistic forecasts from a token model and a tokenizer (paper Sec. 3, decoding).
 
 The loop is Chronos' ``ChronosPipeline.predict`` (amazon-science/chronos-forecasting,
 ``src/chronos/chronos.py``, read at commit 95185d1): tokenize the context, sample token paths,
 decode them to values; while more steps are wanted, append the per-step median of the samples to
-the context and forecast again. Two differences, both forced by the wavelet tokens (spec
-"Pitfalls": only full coefficient blocks can be inverted):
+the context and forecast again. Two differences, both forced by the wavelet tokens (only full
+coefficient blocks can be inverted):
 
 - the model always emits a full block of ``tokenizer.num_target_tokens(prediction_length)``
   tokens, and a shorter request keeps the first values of the block (Chronos generates
@@ -89,7 +89,7 @@ def forecast(
         horizon: steps to forecast (any positive integer).
         prediction_length: values per generated block (the model's H; the tokenizer may require
             it to be a multiple of 2^J). ``horizon > prediction_length`` rolls out block by block.
-        n_samples, temperature, top_k, top_p: sampling settings (spec "Decoding": 20, 1, 50, 1).
+        n_samples, temperature, top_k, top_p: sampling settings (Chronos defaults: 20, 1, 50, 1).
         batch_size: series per ``generate`` call.
         device: where the model runs.
         seed: seeds one ``torch.Generator`` for the whole call; results are identical for the same

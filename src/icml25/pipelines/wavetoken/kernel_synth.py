@@ -1,8 +1,8 @@
 """KernelSynth: synthetic series drawn from Gaussian-process priors with random composite kernels.
 
 A port of Chronos' ``scripts/kernel-synth.py`` (github.com/amazon-science/chronos-forecasting,
-``main`` branch; Ansari et al., "Chronos", TMLR 2024, Section 4.2 / Algorithm 2), as required by
-``specs/wavetoken.md`` ("Training data: KernelSynth (exact)"):
+``main`` branch; Ansari et al., "Chronos", TMLR 2024, Section 4.2 / Algorithm 2), exact up to
+the two differences below:
 
 1. ``X = linspace(0, 1, length)`` (Chronos: ``LENGTH = 1024``);
 2. draw ``j ~ U{1..5}`` kernels *with replacement* from a bank of 33 (:func:`kernel_bank`);
@@ -11,7 +11,7 @@ A port of Chronos' ``scripts/kernel-synth.py`` (github.com/amazon-science/chrono
 4. draw one sample from the zero-mean GP prior with that covariance; on ``LinAlgError`` start over
    with new kernels (Chronos retries the whole draw in a ``while True`` loop).
 
-Differences from the Chronos script, both asked for by the spec: the GP sample is drawn with a
+Differences from the Chronos script, both for speed and reproducibility: the GP sample is drawn with a
 Cholesky factor of ``K + 1e-6 I`` (falling back to an eigendecomposition with negative eigenvalues
 clipped to 0) instead of sklearn's SVD-based ``GaussianProcessRegressor.sample_y``, which is much
 slower; and every random choice comes from one ``numpy.random.Generator`` per series, seeded from
@@ -43,7 +43,7 @@ PERIODS: tuple[int, ...] = (24, 48, 96, 168, 336, 672, 7, 14, 30, 60, 365, 730, 
 #: Chronos' ``max_kernels``: j ~ U{1..MAX_KERNELS}.
 MAX_KERNELS = 5
 
-#: Diagonal jitter added to the covariance before the Cholesky factorisation (spec).
+#: Diagonal jitter added to the covariance before the Cholesky factorisation.
 JITTER = 1e-6
 
 #: Chronos' series length; its periodicities are ``p / LENGTH``.

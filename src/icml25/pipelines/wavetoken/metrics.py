@@ -1,4 +1,4 @@
-"""Forecast metrics of the wavetoken pipeline (spec ``specs/wavetoken.md``, "Metrics and anchors").
+"""Forecast metrics of the wavetoken pipeline (docs/papers/wavetoken.md, "Metrics").
 
 - WQL: gluonts ``MeanWeightedSumQuantileLoss`` — sums over the whole dataset, then the mean
   over quantile levels; quantiles are empirical quantiles of the sample paths.
@@ -92,7 +92,7 @@ def quantiles_from_samples(
 def weighted_quantile_loss(
     y: npt.ArrayLike, q_forecast: npt.ArrayLike, levels: Sequence[float] = QUANTILE_LEVELS
 ) -> float:
-    """Dataset WQL = mean_q 2 sum |(y - y_q)(1{y <= y_q} - q)| / sum |y| (spec "Metrics").
+    """Dataset WQL = mean_q 2 sum |(y - y_q)(1{y <= y_q} - q)| / sum |y| (gluonts).
 
     gluonts ``MeanWeightedSumQuantileLoss``: both sums run over every series and step of the
     dataset. A point forecast (every quantile equal) gives WAPE. Returns NaN with a warning when
@@ -124,7 +124,7 @@ def weighted_quantile_loss(
 
 def effective_season(season: int, history_length: int) -> int:
     """The seasonal lag actually used: ``season`` if shorter than the history, else 1 (gluonts
-    ``calculate_seasonal_error``; seasonal naive follows the same rule, spec "Metrics")."""
+    ``calculate_seasonal_error``; seasonal naive follows the same rule)."""
     return season if 1 <= season < history_length else 1
 
 
@@ -151,7 +151,7 @@ def mase(
     histories: Sequence[npt.ArrayLike],
     season: int,
 ) -> float:
-    """Dataset MASE = mean over series of mean|y - median| / seasonal error (spec "Metrics").
+    """Dataset MASE = mean over series of mean|y - median| / seasonal error (gluonts).
 
     Series whose seasonal error is zero or undefined (history shorter than 2) are skipped with a
     log message; if every series is skipped the result is NaN with a warning.

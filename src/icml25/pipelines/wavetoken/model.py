@@ -1,13 +1,13 @@
-"""A small T5-style encoder-decoder that forecasts token sequences (spec "Model and training").
+"""A small T5-style encoder-decoder that forecasts token sequences (the Chronos recipe).
 
 WaveToken keeps the Chronos recipe: a T5 encoder-decoder reads the context tokens and is trained
-with cross-entropy on the forecast tokens, then sampled autoregressively (spec "Decoding"). This
-module is a plain-torch substitute for ``transformers.T5ForConditionalGeneration`` (spec
-"Libraries": "a hand-written T5-style stack ... is an acceptable substitute"):
+with cross-entropy on the forecast tokens, then sampled autoregressively. This module is a
+plain-torch substitute for ``transformers.T5ForConditionalGeneration`` (the same architecture
+without the dependency; ``hf_t5.py`` offers the real one):
 
 - pre-norm residual blocks with RMS layer norm (T5LayerNorm: no mean subtraction, no bias),
   ReLU feed-forward, no biases anywhere, dropout on every residual branch and on attention weights;
-- positions: ``"learned"`` absolute embeddings (default, spec "Default") or ``"t5_relative"``
+- positions: ``"learned"`` absolute embeddings (the CPU default) or ``"t5_relative"``
   bucketed relative-position biases (32 buckets, max distance 128; one table per stack, computed
   once and shared by all layers of that stack, no bias in cross-attention -- as in HF
   ``modeling_t5.T5Attention._relative_position_bucket``);
@@ -40,7 +40,7 @@ _POSITIONS = ("learned", "t5_relative")
 
 @dataclass(frozen=True)
 class Seq2SeqConfig:
-    """Sizes of the encoder-decoder (defaults = the spec's CPU "Default" model).
+    """Sizes of the encoder-decoder (defaults = the CPU default model of conf/base).
 
     Attributes:
         vocab_size: number of token ids, specials included (1024 for WaveToken).
@@ -557,7 +557,7 @@ class Seq2SeqForecaster(nn.Module):
     ) -> torch.Tensor:
         """Sample ``n_samples`` continuations of ``n_tokens`` tokens each: ``[B, n_samples, n_tokens]``.
 
-        Spec "Decoding" / Chronos ``ChronosModel.forward`` (HF ``generate`` with ``do_sample``,
+        Chronos ``ChronosModel.forward`` (HF ``generate`` with ``do_sample``,
         ``min_new_tokens = max_new_tokens = n_tokens``): the encoder runs once per series and its
         keys/values are shared by the samples; each step masks PAD and EOS (-inf), then applies
         HF's warpers in HF's order -- temperature, top-k (ties at the k-th value are kept), top-p

@@ -1,7 +1,7 @@
 """Kedro nodes of the wavetoken pipeline: thin wrappers around the method modules.
 
 Each node validates its parameter tree (``params:wavetoken``) into :class:`WavetokenParams`,
-does one step of the spec's pipeline sketch and returns plain tables, dicts or state dicts.
+does one step of the pipeline and returns plain tables, dicts or state dicts.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _entry(partition: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ data
 def load_real_series(params: dict[str, Any]) -> pd.DataFrame:
-    """The real series shipped inside packages (spec "Data"), one row per point."""
+    """The real series shipped inside packages (docs/papers/wavetoken.md, "Data"), one row per point."""
     p = _params(params)
     datasets = load_datasets([*p.data.in_domain, *p.data.zero_shot])
     rows = []
@@ -128,7 +128,7 @@ def build_evaluation_sets(
     synthetic |= {name: frame_to_series(stress, name) for name in stress["collection"].unique()}
     for name, series in synthetic.items():
         group = "kernelsynth" if name == "kernelsynth" else "stress"
-        # synthetic series have no calendar: the naive normaliser uses season 1 (spec prototype)
+        # synthetic series have no calendar: the naive normaliser uses season 1
         sets.append(EvalSet(name, group, 1, h, [s[:-h] for s in series],
                             np.stack([s[-h:] for s in series])))
     return eval_sets_to_frame(sets)
@@ -264,7 +264,7 @@ def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[st
 # ---------------------------------------------------------------------------- evaluation
 def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
                        *forecast_tables: pd.DataFrame) -> pd.DataFrame:
-    """WQL and MASE of every (variant, seed, dataset) — spec "Metrics"."""
+    """WQL and MASE of every (variant, seed, dataset) (docs/papers/wavetoken.md, "Metrics")."""
     p = _params(params)
     return score_forecasts(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
 

@@ -1,6 +1,6 @@
 """Parameters of the wavetoken pipeline (``conf/*/parameters_wavetoken.yml``), validated once.
 
-Every choice the paper leaves unconfirmed (spec ``wavetoken.md``) is a parameter here.
+Every choice the paper leaves unconfirmed (docs/papers/wavetoken.md) is a parameter here.
 """
 
 from __future__ import annotations

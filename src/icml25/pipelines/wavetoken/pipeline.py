@@ -1,4 +1,4 @@
-"""Wiring of the wavetoken pipeline (spec ``wavetoken.md``, "Kedro pipeline sketch").
+"""Wiring of the wavetoken pipeline (docs/papers/wavetoken.md).
 
 data -> evaluation sets and training corpus -> one train + forecast node pair per tokenizer
 variant and seed shard (namespace ``wavetoken.<variant>.shard_<k>``, shard ``k`` of ``n`` trains

@@ -1,4 +1,4 @@
-"""Pretraining one forecaster on one tokenizer (the Chronos recipe, spec "Model and training").
+"""Pretraining one forecaster on one tokenizer (the Chronos recipe).
 
 Windows are drawn from the TSMixup and KernelSynth pools in the proportion ``kernelsynth_share``
 (Chronos: 0.9 / 0.1), tokenized on the fly and fed to :func:`icml25.core.training.train`. Each

@@ -1,6 +1,6 @@
 """Real time series that ship inside installed packages (no network), for the wavetoken pipeline.
 
-Implements the "Data" section of ``specs/wavetoken.md``: five in-domain datasets (trained on all
+Implements the data of docs/papers/wavetoken.md ("Data"): five in-domain datasets (trained on all
 but the last window, tested on the last window) and thirteen zero-shot datasets (never trained on),
 each with one test window = the last ``H`` points of every series, as in the Chronos benchmark
 (chronos-forecasting ``scripts/evaluation/evaluate.py``: ``split(offset=-prediction_length)``).
@@ -9,7 +9,7 @@ Every loader reads a file bundled with pmdarima, statsmodels, sktime or aeon; no
 ``sktime`` and ``aeon`` are imported lazily inside their loaders because importing them is slow.
 
 Cleaning (applies to every dataset): leading and trailing NaNs are dropped, interior NaNs are
-linearly interpolated (the spec asks for this on co2 weekly, whose 59 missing weeks are interior;
+linearly interpolated (this matters for co2 weekly, whose 59 missing weeks are interior;
 pmdarima's ausbeer has one trailing NaN, so it has 211 observed points, not 212).
 """
 
@@ -211,7 +211,7 @@ def load_datasets(names: Sequence[str]) -> list[SeriesDataset]:
 def train_test_split(
     ds: SeriesDataset,
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
-    """Split every series at its last window (Chronos benchmark protocol, spec "Data").
+    """Split every series at its last window (Chronos benchmark protocol).
 
     Returns ``(train_series, test)`` where ``train_series[i] = y[:-H]`` and
     ``test[i] = (history, future) = (y[:-H], y[-H:])``. The training part is exactly the test

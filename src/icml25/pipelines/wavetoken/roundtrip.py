@@ -1,4 +1,4 @@
-"""Tokenizer round-trip check (claim (a) and spec "Tests": the round-trip bound).
+"""Tokenizer round-trip check (the two tokenizer claims: the round-trip bound).
 
 Without quantisation the periodized DWT is exactly invertible; with it, every coefficient moves by
 at most half a bin, so a reconstructed value moves by at most ``(width/2)·G·σ`` where ``G`` is the

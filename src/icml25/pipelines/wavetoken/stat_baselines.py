@@ -1,6 +1,6 @@
 """Local statistical baselines of the WaveToken paper as quantile forecasts.
 
-``specs/wavetoken.md`` ("Baselines"): seasonal naive (the normaliser of every relative score), naive,
+The paper's local models: seasonal naive (the normaliser of every relative score), naive,
 AutoETS, AutoARIMA and AutoTheta via statsforecast, quantiles 0.1 … 0.9 from the prediction
 intervals ``level = [20, 40, 60, 80]`` (the ``level``-% interval has bounds at quantiles
 ``(1 ∓ level/100)/2``: 80 -> 0.1/0.9, …, 20 -> 0.4/0.6), median = the point forecast ``mean``.
@@ -8,10 +8,10 @@ intervals ``level = [20, 40, 60, 80]`` (the ``level``-% interval has bounds at q
 Choices made here:
 
 - ``seasonal_naive`` and ``naive`` are the *point* versions (every quantile on the point forecast,
-  spec "Metrics": "a point forecast such as seasonal naive puts every quantile on the point", so
+  a point forecast such as seasonal naive puts every quantile on the point, so
   their WQL equals WAPE). They are computed in numpy with exactly statsforecast's formula
   (``ŷ_{T+h} = y_{T+h-s·⌈h/s⌉}``; naive = season 1); a season at least as long as the history
-  falls back to season 1 (spec "Metrics").
+  falls back to season 1 (as in MASE).
 - The auto models run per series through statsforecast's model API
   (``Model(season_length=s).forecast(y=history, h=H, level=…)``), which is what
   ``StatsForecast(freq=1).forecast`` calls for each series; calling it directly lets a failure on one

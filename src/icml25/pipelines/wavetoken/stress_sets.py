@@ -1,11 +1,11 @@
 """Synthetic stress sets: the patterns of the WaveToken paper's Figure 1.
 
-``specs/wavetoken.md`` ("Data: Synthetic stress sets"): sparse spikes (flat noise + impulses every
+docs/papers/wavetoken.md ("Data"): sparse spikes (flat noise + impulses every
 ``P ∈ [12, 40]``), chirps ``sin(2π(f₀t + ½κt²))`` with ``f₀ ∈ [0.005, 0.02]``,
 ``κ ∈ [1e-4, 4e-4]``, and trend + seasonality. (Held-out KernelSynth samples, the fourth set, come
 from :func:`icml25.pipelines.wavetoken.kernel_synth.sample_kernelsynth`.)
 
-Parameters the spec leaves open are module constants, chosen here and documented on each
+Parameters the paper leaves open are module constants, chosen here and documented on each
 function; every generator is ``(n_series, length, rng) -> float64 array [n_series, length]`` with
 time ``t = 0 .. length - 1`` in steps.
 """
@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-# sparse spikes (our choices except the period range, which is the spec's)
-SPIKE_PERIOD_RANGE = (12, 40)  # spec, inclusive
+# sparse spikes (our choices except the period range, 12-40)
+SPIKE_PERIOD_RANGE = (12, 40)  # inclusive
 SPIKE_HEIGHT_RANGE = (3.0, 10.0)
 SPIKE_NOISE_STD = 0.1
-# chirps (spec ranges; noise is our choice)
+# chirps (ranges of f0 and kappa fixed by the project; noise is our choice)
 CHIRP_F0_RANGE = (0.005, 0.02)
 CHIRP_KAPPA_RANGE = (1e-4, 4e-4)
 CHIRP_NOISE_STD = 0.0
@@ -39,7 +39,7 @@ def _check(n_series: int, length: int) -> None:
 def sparse_spikes(n_series: int, length: int, rng: np.random.Generator) -> np.ndarray:
     """Flat N(0, 0.1²) noise plus one impulse every ``P`` steps.
 
-    Per series: ``P ~ U{12..40}`` (spec), phase ``~ U{0..P-1}``, height ``~ U[3, 10]`` (ours; the
+    Per series: ``P ~ U{12..40}``, phase ``~ U{0..P-1}``, height ``~ U[3, 10]`` (ours; the
     same height for every spike of a series, so the pattern is strictly periodic).
     """
     _check(n_series, length)
@@ -54,10 +54,10 @@ def sparse_spikes(n_series: int, length: int, rng: np.random.Generator) -> np.nd
 
 
 def chirps(n_series: int, length: int, rng: np.random.Generator) -> np.ndarray:
-    """Linear chirps ``sin(2π(f₀t + ½κt²))``, ``f₀ ~ U[0.005, 0.02]``, ``κ ~ U[1e-4, 4e-4]`` (spec).
+    """Linear chirps ``sin(2π(f₀t + ½κt²))``, ``f₀ ~ U[0.005, 0.02]``, ``κ ~ U[1e-4, 4e-4]``.
 
     The instantaneous frequency ``f₀ + κt`` passes the Nyquist frequency 0.5 after
-    ``t ≈ (0.5 - f₀)/κ`` (≥ 1200 steps), so for long series the chirp aliases; the spec's ranges are
+    ``t ≈ (0.5 - f₀)/κ`` (≥ 1200 steps), so for long series the chirp aliases; the ranges are
     kept as they are. No noise (``CHIRP_NOISE_STD = 0``).
     """
     _check(n_series, length)
@@ -71,7 +71,7 @@ def chirps(n_series: int, length: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def trend_season(n_series: int, length: int, rng: np.random.Generator) -> np.ndarray:
-    """Linear trend + sinusoidal season + noise (all ranges ours; the spec gives none).
+    """Linear trend + sinusoidal season + noise (all ranges ours; the paper gives none).
 
     ``y_t = b·t + A·sin(2πt/P + φ) + ε_t`` with ``|b| ~ U[0.005, 0.02]`` (random sign),
     ``P ~ U{12..40}``, ``A ~ U[0.5, 2]``, ``φ ~ U[0, 2π)``, ``ε ~ N(0, 0.1²)``.

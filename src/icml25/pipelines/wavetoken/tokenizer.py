@@ -1,7 +1,7 @@
 """The tokenizer interface of the wavetoken pipeline, shared by every tokenizer variant.
 
 A tokenizer maps a batch of real-valued windows to token ids for a seq2seq model and maps sampled
-ids back to values (spec ``specs/wavetoken.md``, "Tokenizer", steps 1-6). The interface mirrors
+ids back to values (paper Sec. 3: scale, transform, quantise). The interface mirrors
 Chronos' ``ChronosTokenizer`` (amazon-science/chronos-forecasting, ``src/chronos/chronos.py``:
 ``context_input_transform``, ``label_input_transform``, ``output_transform``) in numpy:
 
@@ -137,7 +137,7 @@ def as_float_matrix(values: npt.ArrayLike, name: str) -> FloatArray:
 def fill_missing(values: FloatArray) -> FloatArray:
     """Fill NaNs row-wise by linear interpolation, nearest observed value at the edges.
 
-    Vectorised over rows (spec "Sequences": missing values inside a context are interpolated
+    Vectorised over rows (missing values inside a context are interpolated
     before the DWT because a NaN would spread through the wavelet filters). Every row must hold
     at least one observed value.
     """
@@ -188,7 +188,7 @@ def location_scale(
 ) -> tuple[FloatArray, FloatArray]:
     """Per-row ``(loc, scale)`` from the observed (non-NaN) values of ``values`` [n, T].
 
-    - ``"standard"`` (spec "Tokenizer", step 1): loc = mean, scale = population std; a row whose
+    - ``"standard"`` (WaveToken's scaling as this project reads it): loc = mean, scale = population std; a row whose
       observed values are all equal gets loc = that value exactly and scale = 1, so a constant
       series is mapped to exactly 0 and decodes to exactly the constant.
     - ``"mean"`` (Chronos ``MeanScaleUniformBins._input_transform``): loc = 0,

@@ -1,7 +1,7 @@
 """TSMixup: convex combinations of mean-scaled windows of real series.
 
-Chronos paper (Ansari et al., TMLR 2024), Section 4.1, Algorithm 1, as described in
-``specs/wavetoken.md`` ("Training data: TSMixup"; the spec marks the details as from memory):
+Chronos paper (Ansari et al., TMLR 2024), Section 4.1, Algorithm 1, as this project
+reads it (the details below are not confirmed against Chronos' code):
 
 1. ``k ~ U{1..k_max}`` series are drawn (independently, with replacement);
 2. a window length ``ℓ ~ U{min_length..max_length}`` is drawn;

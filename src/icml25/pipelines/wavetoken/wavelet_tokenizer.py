@@ -1,7 +1,7 @@
 """WaveToken's wavelet tokenizer: scale -> DWT -> threshold details -> uniform quantiser.
 
-Implements spec ``specs/wavetoken.md``, section "Tokenizer" (Masserano et al., ICML 2025,
-arXiv 2412.05244, Sec. 3): steps 1 (scaling), 2 (maximally decimated DWT, ``periodization``),
+Implements the tokenizer of Masserano et al. (ICML 2025, arXiv 2412.05244, Sec. 3;
+docs/papers/wavetoken.md, "The method"): steps 1 (scaling), 2 (maximally decimated DWT, ``periodization``),
 3 (thresholding of detail coefficients: VisuShrink, FDRC = the paper's Algorithm 1, CDF),
 4 (uniform quantiser with V - 3 centres, 0 a centre), 5 (sequences, short contexts, missing
 values) and the decoding half of step 6 (dequantise, inverse DWT, unscale).
@@ -40,7 +40,7 @@ from icml25.pipelines.wavetoken.tokenizer import (
 
 THRESHOLDS = ("none", "visushrink", "fdrc", "cdf")
 DEFAULT_THRESHOLD_Q = {"fdrc": 0.05, "cdf": 0.2}
-"""Defaults of ``threshold_q`` per rule (spec "Tokenizer" step 3; both unconfirmed)."""
+"""Defaults of ``threshold_q`` per rule (step 3; neither is given by the paper)."""
 MAD_TO_SIGMA = 0.6745
 """Median of |N(0, 1)| (Donoho & Johnstone's MAD noise estimate: sigma = median|d_1| / 0.6745)."""
 
@@ -48,8 +48,7 @@ MAD_TO_SIGMA = 0.6745
 def mad_sigma(finest_details: npt.ArrayLike) -> FloatArray:
     """Noise level sigma-hat = median(|d_1|) / 0.6745 along the last axis.
 
-    ``finest_details`` are the finest-level detail coefficients d_1 [..., m] (spec "Tokenizer",
-    step 3). Returns shape ``[...]`` (a 0-d input row gives a numpy scalar).
+    ``finest_details`` are the finest-level detail coefficients d_1 [..., m] (step 3). Returns shape ``[...]`` (a 0-d input row gives a numpy scalar).
     """
     d = np.asarray(finest_details, dtype=np.float64)
     if d.ndim == 0 or d.shape[-1] == 0:
@@ -58,7 +57,7 @@ def mad_sigma(finest_details: npt.ArrayLike) -> FloatArray:
 
 
 def visushrink_threshold(finest_details: npt.ArrayLike, n: int) -> FloatArray:
-    """VisuShrink universal threshold lambda = sigma-hat * sqrt(2 ln n) (spec step 3).
+    """VisuShrink universal threshold lambda = sigma-hat * sqrt(2 ln n) (step 3).
 
     Args:
         finest_details: finest-level details d_1 [..., m], used for sigma-hat (:func:`mad_sigma`).
@@ -73,7 +72,7 @@ def visushrink_threshold(finest_details: npt.ArrayLike, n: int) -> FloatArray:
 
 
 def fdrc_threshold(details: npt.ArrayLike, sigma: npt.ArrayLike, q: float = 0.05) -> FloatArray:
-    """False-discovery-rate threshold (the paper's Algorithm 1, spec step 3).
+    """False-discovery-rate threshold (the paper's Algorithm 1, step 3).
 
     For each detail coefficient p = 2 (1 - Phi(|d| / sigma)); with p_(1) <= ... <= p_(m) sorted,
     i0 = max{i : p_(i) <= (i / m) q} and lambda = sigma * Phi^-1(1 - p_(i0) / 2). Since p is a
@@ -113,7 +112,7 @@ def fdrc_threshold(details: npt.ArrayLike, sigma: npt.ArrayLike, q: float = 0.05
 
 
 def cdf_threshold(details: npt.ArrayLike, q: float = 0.2) -> FloatArray:
-    """CDF rule (spec step 3): lambda = q-quantile of |d| over the window's details [..., m].
+    """CDF rule (step 3): lambda = q-quantile of |d| over the window's details [..., m].
 
     Details with |d| below lambda are zeroed by :func:`hard_threshold` (a fraction of about q).
     """
@@ -133,7 +132,7 @@ def hard_threshold(details: npt.ArrayLike, lam: npt.ArrayLike) -> FloatArray:
 
 
 class WaveletTokenizer:
-    """WaveToken tokenizer (spec "Tokenizer"; paper Sec. 3), conforming to ``ForecastTokenizer``.
+    """WaveToken tokenizer (paper Sec. 3), conforming to ``ForecastTokenizer``.
 
     Vocabulary: PAD = 0, EOS = 1, ids 2 .. V-2 index the V - 3 quantiser centres
     ``linspace(lo, hi, V - 3)``; id V - 1 is never produced (and decodes like V - 2).
@@ -253,7 +252,7 @@ class WaveletTokenizer:
     def decompose(self, values: npt.ArrayLike) -> FloatArray:
         """Maximally decimated DWT of each row, concatenated coarse to fine: [g, k] -> [g, k].
 
-        ``pywt.wavedec(mode="periodization", level=J)`` along the last axis (spec step 2).
+        ``pywt.wavedec(mode="periodization", level=J)`` along the last axis (step 2).
         """
         x = np.asarray(values, dtype=np.float64)
         self._check_length(x.shape[-1], "window length")
@@ -297,7 +296,7 @@ class WaveletTokenizer:
         return c
 
     def quantize(self, coeffs: npt.ArrayLike) -> IntArray:
-        """Uniform quantiser (spec step 4): id = 2 + searchsorted(edges, c), ids in 2 .. V-2.
+        """Uniform quantiser (step 4): id = 2 + searchsorted(edges, c), ids in 2 .. V-2.
 
         Computed arithmetically (nearest centre of the uniform grid) and corrected by at most one
         bin against the stored edges, so the result equals ``searchsorted`` exactly, edges
@@ -322,14 +321,14 @@ class WaveletTokenizer:
         return int(horizon)
 
     def context_input(self, context: npt.ArrayLike) -> tuple[IntArray, BoolArray, TokenizerState]:
-        """Tokenize contexts [n, C] -> ids [n, C+1], mask [n, C+1], state (spec steps 1-5).
+        """Tokenize contexts [n, C] -> ids [n, C+1], mask [n, C+1], state (steps 1-5).
 
         Per row: location/scale from its observed values; interior (and trailing) NaNs filled by
         linear interpolation, nearest value at the edges; the last k observed positions are
         decomposed, k = the observed length rounded down to a multiple of 2^J (the oldest points
         are dropped); positions before them are PAD with mask False. A row with fewer than 2^J
         observed positions is left-extended with its oldest observed value to one block of 2^J
-        (our choice; the spec only covers the divisible case). Rows of equal k are transformed
+        (our choice; the paper only covers the divisible case). Rows of equal k are transformed
         together in one vectorised pywt call.
         """
         x = as_float_matrix(context, "context")
@@ -368,7 +367,7 @@ class WaveletTokenizer:
     def label_input(self, target: npt.ArrayLike, state: TokenizerState) -> IntArray:
         """Tokenize forecast windows [n, H] with the context's loc/scale -> ids [n, H+1].
 
-        The window is decomposed on its own (never jointly with the context, spec step 2);
+        The window is decomposed on its own (never jointly with the context, step 2);
         NaNs, not expected here, are interpolated; details are thresholded only if
         ``threshold_targets``.
         """
@@ -383,7 +382,7 @@ class WaveletTokenizer:
         return append_eos(self.quantize(coeffs))
 
     def output_transform(self, ids: npt.ArrayLike, state: TokenizerState) -> FloatArray:
-        """Decode sampled coefficient ids [n, S, H] -> values [n, S, H] (spec step 6).
+        """Decode sampled coefficient ids [n, S, H] -> values [n, S, H] (step 6).
 
         Dequantise, split into [a_J, d_J, ..., d_1], ``pywt.waverec``, truncate to H, unscale
         y = scale * y_tilde + loc.

@@ -1,4 +1,4 @@
-"""Training windows for the wavetoken models (spec "Model and training", "Training windows").
+"""Training windows for the wavetoken models (the Chronos training recipe).
 
 Follows Chronos' training data path (amazon-science/chronos-forecasting,
 ``scripts/training/train.py``, read at commit 95185d1):
