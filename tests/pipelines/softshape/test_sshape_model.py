@@ -1,4 +1,4 @@
-"""SoftShape's mathematics against hand computations and the spec's known answers."""
+"""SoftShape's mathematics against hand computations and the reference code's known answers."""
 
 from __future__ import annotations
 

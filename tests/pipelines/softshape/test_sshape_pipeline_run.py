@@ -47,7 +47,7 @@ def test_softshape_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert len(metrics["per_seed"]["softshape"]["mean_acc"]) == 2  # test seeds [0, 1]
     assert len(metrics["per_seed"]["nn_dtw"]["mean_acc"]) == 1  # deterministic: run once
     # the aeon baselines see the original UCR split: 1-NN DTW (full window) is deterministic
-    # and must reproduce the published archive values (spec anchors) exactly
+    # and must reproduce the published archive values exactly
     assert metrics["metrics"]["nn_dtw"]["acc/GunPoint"] == pytest.approx(0.9067, abs=1e-3)
     assert metrics["metrics"]["nn_dtw"]["acc/ItalyPowerDemand"] == pytest.approx(0.9504, abs=1e-3)
     # ablations ran on CBF only: their other data sets are not measured

@@ -1,7 +1,7 @@
 """Training and prediction of the torch classifiers (SoftShape and the FCN baseline).
 
 Both are trained with :func:`icml25.core.training.train` following the reference code's recipe
-(spec "Pseudocode of one training run"): Adam (lr 1e-3, no weight decay, no gradient clipping),
+(the reference code's training loop): Adam (lr 1e-3, no weight decay, no gradient clipping),
 loss = CE + moe_loss_rate * aux, warm-up epochs with every remain ratio forced to 1, validation
 loss after every epoch, and the weights of the epoch with the lowest validation loss kept (early
 stopping after ``patience`` epochs without improvement). Test accuracy is reported at that best
@@ -28,7 +28,7 @@ from icml25.pipelines.softshape.model import FCN, SoftShape, SoftShapeConfig
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """How one network is trained (spec "Official hyper-parameters", scaled for CPU)."""
+    """How one network is trained (the reference code's hyper-parameters, scaled for CPU)."""
 
     epochs: int = 80
     warm_up: int = 25

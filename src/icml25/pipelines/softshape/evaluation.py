@@ -1,4 +1,4 @@
-"""The paper's metrics from the result rows (spec "Metrics"): accuracy per data set, mean
+"""The paper's metrics from the result rows: accuracy per data set, mean
 accuracy, average rank, wins/ties/losses, Wilcoxon signed-rank p-value (>= 5 data sets),
 train/inference time, expert load and the CBF interpretability ratio.
 

@@ -35,7 +35,7 @@ from icml25.pipelines.softshape.ucr_data import (
     make_folds,
 )
 
-#: SoftShapeConfig flags of each ablation (spec "Baselines").
+#: SoftShapeConfig flags of each ablation (docs/papers/softshape.md, "Baselines").
 ABLATION_FLAGS: dict[str, dict[str, Any]] = {
     "softshape": {},
     "hard": {"hard": True},

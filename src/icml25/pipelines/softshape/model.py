@@ -1,8 +1,8 @@
 """SoftShape (Liu et al., ICML 2025, arXiv 2505.06892) in plain torch.
 
 The network follows the authors' reference implementation (github.com/qianlima-lab/SoftShape,
-``models/SoftShapeModel.py``), read for facts only; every line here is our own. Section numbers
-refer to the room's spec (``softshape.md`` "Method"):
+``models/SoftShapeModel.py``), read for facts only; every line here is our own. Step numbers
+refer to docs/papers/softshape.md ("The method"):
 
 - shape embedding: ``Conv1d(C_in, D, m, stride q)`` + zero-initialised positional table + dropout
   (step 2);
@@ -14,7 +14,7 @@ refer to the room's spec (``softshape.md`` "Method"):
   sequence (step 8);
 - head: score-weighted mean of per-shape logits (step 9).
 
-Ablation flags (spec "Baselines"): ``hard`` (no merged shape), ``use_moe``, ``use_inception``,
+Ablation flags (docs/papers/softshape.md, "Baselines"): ``hard`` (no merged shape), ``use_moe``, ``use_inception``,
 ``sparse_rate = 0`` (no sparsification), ``pooling = "mean"`` (no score weighting at the head).
 """
 
@@ -31,7 +31,7 @@ from torch import nn
 
 @dataclass(frozen=True)
 class SoftShapeConfig:
-    """Architecture of one SoftShape network (official defaults where the spec gives them)."""
+    """Architecture of one SoftShape network (the reference code's defaults)."""
 
     seq_len: int
     shape_size: int
@@ -79,7 +79,7 @@ class SoftShapeConfig:
 def shape_size_and_stride(seq_len: int, shape: int | float, stride: int = 4) -> tuple[int, int]:
     """The official rule for (m, q): ``shape`` is a fixed size (int) or a ratio of T (float < 1).
 
-    q := min(q, m); when m comes from a ratio and m <= q, q := min(2, m) (spec step 2).
+    q := min(q, m); when m comes from a ratio and m <= q, q := min(2, m) (step 2).
     """
     if isinstance(shape, float) and not shape.is_integer():
         if not 0.0 < shape < 1.0:
@@ -143,7 +143,7 @@ class Expert(nn.Module):
 
 
 class TopOneMoE(nn.Module):
-    """Intra-shape learning: a top-1 mixture of ``n_experts`` experts (spec step 7).
+    """Intra-shape learning: a top-1 mixture of ``n_experts`` experts (step 7).
 
     p = softmax(z W_g); e* = argmax p; gate = p_e* / (p_e* + 1e-6);
     out = GELU(RMSN(z + gate * expert_e*(z))); aux = cv²(importance) + cv²(load).
@@ -187,7 +187,7 @@ class TopOneMoE(nn.Module):
 
 
 class InceptionModule(nn.Module):
-    """Inter-shape learning (spec step 8): InceptionTime module along the shape sequence.
+    """Inter-shape learning (step 8): InceptionTime module along the shape sequence.
 
     bottleneck Conv1d(D->nf, 1) -> Conv1d(nf->nf, k) for k in (39, 19, 9), 'same' padding, plus
     MaxPool1d(3, 1, 1) -> Conv1d(D->nf, 1); concat (4 nf channels) -> InstanceNorm1d -> GELU.
@@ -214,7 +214,7 @@ class InceptionModule(nn.Module):
 def soft_sparsify(
     u: torch.Tensor, s: torch.Tensor, remain: float, hard: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Soft shape sparsification (spec step 6).
+    """Soft shape sparsification (step 6).
 
     Args:
         u: shapes (B, N, D); s: their scores (B, N); remain: rho in (0, 1].
@@ -270,7 +270,7 @@ class SoftShape(nn.Module):
         self.apply(_init_linear)
 
     def remain_ratios(self, warm: bool) -> list[float]:
-        """rho_l = 1 - linspace(0, sparse_rate, L); all 1 during warm-up (spec step 5)."""
+        """rho_l = 1 - linspace(0, sparse_rate, L); all 1 during warm-up (step 5)."""
         return [1.0] * self.config.depth if warm else [1.0 - r for r in self.sparse_rates]
 
     def forward(
@@ -318,7 +318,7 @@ class SoftShape(nn.Module):
 
 
 def _init_linear(module: nn.Module) -> None:
-    """Every nn.Linear: trunc_normal(std 0.02), bias 0 (spec step 11); convs keep defaults."""
+    """Every nn.Linear: trunc_normal(std 0.02), bias 0 (step 11); convs keep defaults."""
     if isinstance(module, nn.Linear):
         nn.init.trunc_normal_(module.weight, std=0.02)
         if module.bias is not None:

@@ -1,7 +1,7 @@
 """Kedro nodes of the softshape pipeline: thin wrappers around the room's plain modules.
 
 Each node validates ``params:softshape`` into :class:`SoftshapeParams`, does one step of the
-spec's pipeline sketch and returns plain data (dicts of arrays, tables, state dicts).
+pipeline and returns plain data (dicts of arrays, tables, state dicts).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Parameters of the softshape pipeline (``conf/*/parameters_softshape.yml``), validated once.
 
-Every choice the spec leaves open (``softshape.md``: protocol, CBF shape size, epochs at CPU
-scale) is a parameter here; bad values fail before any work with their full key.
+Every choice the paper and the reference code leave open (protocol, CBF shape size, epochs at
+CPU scale; docs/papers/softshape.md) is a parameter here; bad values fail before any work with their full key.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
 from icml25.pipelines.softshape.ucr_data import shipped_set_names
 
-#: SoftShape ablations (spec "Baselines"): each maps to flags of ``SoftShapeConfig``.
+#: SoftShape ablations (docs/papers/softshape.md, "Baselines"): each maps to flags of ``SoftShapeConfig``.
 ABLATIONS = ("hard", "no_moe", "no_inception", "no_sparsify", "mean_pool")
 BASELINES = ("mini_rocket", "rocket", "nn_dtw", "fcn")
 

@@ -1,4 +1,4 @@
-"""Wiring of the softshape pipeline (spec ``softshape.md``, "Kedro pipeline sketch").
+"""Wiring of the softshape pipeline (docs/papers/softshape.md).
 
 shipped UCR sets + synthetic CBF -> folds and preprocessing -> per seed shard (shard ``k`` of
 ``n`` takes ``seeds[k::n]``, see :mod:`icml25.core.sweep`) SoftShape

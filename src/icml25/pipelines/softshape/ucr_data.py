@@ -4,10 +4,10 @@
   nothing is downloaded: a name that is not shipped is refused before aeon could reach the
   network.
 - CBF (Saito 1994) with the true event window ``[a, b]`` of every series kept as ground truth.
-- Folds (spec "Data"): the original UCR train/test split, or the paper's protocol (train+test
+- Folds (docs/papers/softshape.md, "Data"): the original UCR train/test split, or the paper's protocol (train+test
   merged, stratified 5-fold CV); the training part of a fold is split 3:1 into train/val
   (``StratifiedKFold(4)``, first split), as in the reference code.
-- Preprocessing (spec step 1): NaNs (variable-length series are NaN-padded) are filled with the
+- Preprocessing (step 1 of docs/papers/softshape.md): NaNs (variable-length series are NaN-padded) are filled with the
   *training-fold* column means (1e-6 for an all-NaN column), then each series is z-normalised on
   its own (std 0 -> 1).
 """
