@@ -80,7 +80,7 @@ def test_sampled_bound_and_median_of_k_failure_rate():
         assert fail <= median_failure_probability(7) + 0.01
 
 
-def test_binomial_tails_and_auto_k_match_the_spec():
+def test_binomial_tails_and_auto_k_match_known_values():
     assert abs(SINGLE_RUN_FAILURE - 0.189) < 5e-4
     assert median_failure_probability(5) == pytest.approx(0.050, abs=5e-4)
     assert median_failure_probability(7) == pytest.approx(0.028, abs=5e-4)

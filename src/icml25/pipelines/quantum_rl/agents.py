@@ -1,6 +1,6 @@
 """Q-UCRL, UCRL2 and the bracketing agents on a tabular average-reward MDP.
 
-Q-UCRL (Ganguly, Xu, Aggarwal, ICML 2025; spec ``quantum_rl.md`` "Algorithm Q-UCRL") is UCRL2's
+Q-UCRL (Ganguly, Xu, Aggarwal, ICML 2025; docs/papers/quantum_rl.md, "The method") is UCRL2's
 epoch loop (Jaksch, Ortner, Auer 2010, Fig. 1) with three changes:
 
 * every step also makes one single-use call of the quantum transition oracle of the visited
@@ -14,7 +14,7 @@ epoch loop (Jaksch, Ortner, Auer 2010, Fig. 1) with three changes:
   ``L = log(2 S A t_e / delta)``. Updates that fell back to empirical frequencies carry a
   Hoeffding radius ``sqrt(S L / nu_k)``; their share of the momentum average's l1 error bound
   (``sum_k nu_k err_k / N``) is ``H = c sqrt(S L) sum_k sqrt(nu_k) / max(1, N)``.
-  ``fallback_radius: max`` uses ``max(beta_Q, H)`` (the spec's ``beta_Q`` whenever ``H`` is
+  ``fallback_radius: max`` uses ``max(beta_Q, H)`` (the paper's ``beta_Q`` whenever ``H`` is
   smaller, which is the usual case since fallbacks only happen while ``N < ~4K``); ``sum`` uses
   ``beta_Q + H`` (the strict bound), ``none`` the bare ``beta_Q`` (both ablations). EVI stops at
   ``span < 1/t_e``.
@@ -23,7 +23,7 @@ UCRL2 is the same loop with empirical frequencies (for which the momentum update
 mean), ``beta_C = c sqrt(S L / max(1, N))`` and EVI tolerance ``1/sqrt(t_e)``. The doubling trigger
 ends an epoch when the action about to be played has ``nu(s, a) >= max(1, N(s, a))``.
 
-Rewards: known by default (``reward_known=True``, the spec's reading of the paper). With
+Rewards: known by default (``reward_known=True``, this project's reading of the paper). With
 ``reward_known=False`` the agent observes Bernoulli(r(s, a)) rewards and estimates ``r`` with the same
 machinery (one quantum AE estimate of the Bernoulli mean per epoch, or the empirical mean; momentum
 update; radius ``c L / N`` or ``c sqrt(L / N)``) and plans with ``min(1, r_hat + beta_r)``.

@@ -1,4 +1,4 @@
-"""Metrics and figures of the quantum_rl experiments (spec "Metrics and anchors").
+"""Metrics and figures of the quantum_rl experiments (docs/papers/quantum_rl.md, "Metrics").
 
 * cumulative (pseudo-)regret ``R(T)`` and ``R(T/10)``, the realised regret ``T rho* - sum r_t``, and the last-decade log-log slope
   ``d log R / d log t`` fitted on the checkpoints in ``[T/10, T]``;

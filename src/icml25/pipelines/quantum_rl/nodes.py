@@ -1,7 +1,7 @@
 """Kedro nodes of the quantum_rl pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:quantum_rl`` into :class:`QuantumRLParams` and does one step of the
-spec's pipeline sketch: MDPs -> optimal gains -> estimator scaling and circuit check -> agents ->
+pipeline: MDPs -> optimal gains -> estimator scaling and circuit check -> agents ->
 metrics, claims, MLflow child runs and figures.
 """
 
@@ -86,8 +86,8 @@ def solve_optimal(mdps: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def estimator_scaling(params: dict[str, Any]) -> pd.DataFrame:
-    """Mean |p_hat - p| of the quantum and classical estimators for n = 2^k (spec "Estimator
-    check"), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa;
+    """Mean |p_hat - p| of the quantum and classical estimators for n = 2^k (the estimator
+    check), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa;
     one table per seed of ``seeds`` (generator ``[estimator_scaling.seed, seed]``), stacked with
     a ``seed`` column."""
     p = _params(params)

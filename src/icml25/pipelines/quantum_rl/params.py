@@ -1,6 +1,6 @@
 """Parameters of the quantum_rl pipeline (``conf/*/parameters_quantum_rl.yml``), validated once.
 
-Every choice the spec (``quantum_rl.md``) marks unconfirmed is a parameter here: the number of
+Every choice the paper leaves open (docs/papers/quantum_rl.md) is a parameter here: the number of
 median runs ``K`` (or ``auto``), oracle calls per Grover iterate ``kappa``, the coordinate budget
 mode, the radius constants ``c`` of every agent, the EVI tolerance rule and the fallback radius.
 """

@@ -1,4 +1,4 @@
-"""Wiring of the quantum_rl pipeline (spec ``quantum_rl.md``, "Kedro pipeline sketch").
+"""Wiring of the quantum_rl pipeline (docs/papers/quantum_rl.md).
 
 MDPs -> optimal gains (RVI, cross-checked by the LP) -> every agent on every environment and seed,
 one node per seed shard (namespace ``quantum_rl.agents.shard_<k>``; shard ``k`` of ``n`` runs
