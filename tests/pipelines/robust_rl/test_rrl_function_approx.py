@@ -1,4 +1,4 @@
-"""Robust linear Q-learning (spec test 9), the continuing CartPole wrapper (test 10) and the
+"""Robust linear Q-learning (one-hot features = tabular), the continuing CartPole wrapper and the
 robust DQN target, plus a tiny DQN training run on the same code path as conf/paper."""
 
 from __future__ import annotations

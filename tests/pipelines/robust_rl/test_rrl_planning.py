@@ -1,4 +1,5 @@
-"""Robust DP, the reduction and its baselines (spec tests 3-8), plus refusal of bad input."""
+"""Robust DP, the reduction and its baselines (radius 0, contraction, closed forms, the
+reduction inequality, Q-learning), plus refusal of bad input."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Support functions: each dual form equals a direct primal solve; the invariants every support
-function must satisfy; radii outside their valid range are refused (spec tests 1-2)."""
+function must satisfy; radii outside their valid range are refused."""
 
 from __future__ import annotations
 

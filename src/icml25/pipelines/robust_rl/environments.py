@@ -1,4 +1,4 @@
-"""Tabular test beds of the robust average-reward experiments (spec ``robust_rl.md``, "Data").
+"""Tabular test beds of the robust average-reward experiments (docs/papers/robust_rl.md, "Data").
 
 * Garnet-sparse ``G(S, A, b)``: each row puts Dirichlet(1) mass on ``b`` random next states
   (:func:`icml25.core.mdp.garnet_kernel`); reward 1 on ``n_goals`` goal states (all actions) and

@@ -1,4 +1,4 @@
-"""The linear function-approximation study (spec ``robust_rl.md``, "FA linear").
+"""The linear function-approximation study (docs/papers/robust_rl.md, "Data").
 
 A Garnet-sparse model with action-block random features; three learners on the same features and
 trajectories' seeds: robust linear Q-learning at the reduction's discount (the method), the

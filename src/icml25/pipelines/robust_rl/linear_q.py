@@ -1,6 +1,6 @@
 """Robust Q-learning with linear function approximation for the contamination set.
 
-Spec ``robust_rl.md``, "Function-approximation part": a robust *discounted* learner run at the
+docs/papers/robust_rl.md, "The method" (function approximation): a robust *discounted* learner run at the
 reduction's discount ``gamma = 1 - eps / H``. With features ``phi(s, a)`` and parameters
 ``theta`` the target is
 

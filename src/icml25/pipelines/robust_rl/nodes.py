@@ -1,7 +1,7 @@
 """Kedro nodes of the robust_rl pipeline: thin wrappers around the method modules.
 
-Each node validates ``params:robust_rl`` into :class:`RobustRLParams`, does one step of the spec's
-pipeline sketch (``robust_rl.md``) and returns plain tables and dicts.
+Each node validates ``params:robust_rl`` into :class:`RobustRLParams`, does one step of the
+pipeline and returns plain tables and dicts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Parameters of the robust_rl pipeline (``conf/*/parameters_robust_rl.yml``), validated once.
 
-Every choice the spec marks unconfirmed is a parameter here. Radii are checked against the
+Every choice the paper leaves unconfirmed (docs/papers/robust_rl.md) is a parameter here. Radii are checked against the
 valid range of their set, accuracies ``eps`` must be positive, and span bounds ``H`` positive
 (or ``auto``: ``c_H`` times the robust bias span estimated on the model at hand).
 """

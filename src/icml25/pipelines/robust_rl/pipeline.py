@@ -1,4 +1,4 @@
-"""Wiring of the robust_rl pipeline (spec ``robust_rl.md``, "Kedro pipeline sketch").
+"""Wiring of the robust_rl pipeline (docs/papers/robust_rl.md).
 
 environments -> ground truth (robust RVI on the true model) and empirical models (N samples per
 (s, a)) -> policies of the reduction and the baselines -> exact evaluation -> linear-FA study,

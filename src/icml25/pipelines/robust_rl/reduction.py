@@ -1,6 +1,6 @@
 """The reduction from robust average reward to robust discounted RL, and its tabular baselines.
 
-Spec ``robust_rl.md``, "The reduction" and "Model-based reduction algorithm":
+docs/papers/robust_rl.md, "The method" (the reduction and the model-based algorithm):
 
 * for any policy ``|(1 - g) V^pi_g - g^pi| <= (1 - g) H`` when every robust bias span is at most
   ``H``; hence with ``g = 1 - eps / H`` an ``H``-optimal robust discounted policy is
@@ -9,7 +9,7 @@ Spec ``robust_rl.md``, "The reduction" and "Model-based reduction algorithm":
   robust value iteration (DRVI) at that discount on the set centred at ``P_hat`` and returns the
   greedy policy, whose robust gain is then measured exactly on the set centred at the true ``P0``.
 
-Baselines (spec "Baselines"): the same planner at a fixed discount, the non-robust average-reward
+Baselines: the same planner at a fixed discount, the non-robust average-reward
 plug-in policy of ``P_hat``, robust RVI on ``P_hat``, and model-free robust RVI Q-learning
 (Wang et al., ICML 2023) with the same sample budget ``S A N``.
 """
@@ -52,7 +52,7 @@ class ReductionDiscount:
 
 def reduction_discount(eps: float, H: float, clamp: tuple[float, float] = GAMMA_CLAMP
                        ) -> ReductionDiscount:
-    """``gamma = 1 - eps / H`` clamped to ``clamp`` (spec: ``[0.5, 0.9999]``); both are kept."""
+    """``gamma = 1 - eps / H`` clamped to ``clamp`` (default ``[0.5, 0.9999]``); both are kept."""
     if not (isinstance(eps, int | float) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps (target accuracy) must be a finite number > 0; got {eps!r}")
     if not (math.isfinite(H) and H >= 0):
@@ -64,7 +64,7 @@ def reduction_discount(eps: float, H: float, clamp: tuple[float, float] = GAMMA_
 
 def estimate_span_bound(P: np.ndarray, r: np.ndarray, uset: UncertaintySet, c_H: float,
                         tol: float = 1e-10) -> float:
-    """``H_hat = c_H Sp(h_hat*)`` from robust RVI on the (empirical) model (spec, "Parameters")."""
+    """``H_hat = c_H Sp(h_hat*)`` from robust RVI on the (empirical) model (``c_H = 2`` by default)."""
     _, h, _ = robust_relative_value_iteration(P, r, uset, tol=tol)
     return c_H * span(h)
 

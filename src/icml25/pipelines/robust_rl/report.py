@@ -1,4 +1,4 @@
-"""Metrics and figures of the robust_rl study (spec ``robust_rl.md``, "Metrics and anchors").
+"""Metrics and figures of the robust_rl study (docs/papers/robust_rl.md, "Metrics").
 
 Metric names are ``<env>/<set>/<quantity>`` for the tabular study; per-seed values are lists
 (claims pair them by seed). ``slope`` and ``gap_ratio_Nmax_Nmin`` describe the seed-mean curve

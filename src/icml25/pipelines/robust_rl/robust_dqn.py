@@ -1,4 +1,4 @@
-"""Robust DQN on a continuing CartPole (spec ``robust_rl.md``, "Function-approximation part").
+"""Robust DQN on a continuing CartPole (docs/papers/robust_rl.md, "The method").
 
 * :class:`ContinuingCartPole` wraps gymnasium's ``CartPole-v1`` (unwrapped, no time limit) as a
   continuing task: reward 1 per step; on failure reward 0, the state is reset and the episode
@@ -157,7 +157,7 @@ def train_dqn(cfg: DQNConfig, seed: int, device: torch.device, progress: bool = 
 
 def perturbation_grid(length: list[float], masspole: list[float], force: list[float],
                       action_noise: list[float]) -> list[dict]:
-    """Every combination of the test-time perturbations (spec: 4 x 3 x 2 x 3 = 72 cells)."""
+    """Every combination of the test-time perturbations (by default 4 x 3 x 2 x 3 = 72 cells)."""
     return [{"length_scale": ln, "masspole_scale": m, "force_scale": f, "action_noise": p}
             for ln, m, f, p in itertools.product(length, masspole, force, action_noise)]
 

@@ -1,6 +1,6 @@
 """Robust dynamic programming on (s, a)-rectangular sets: DRVI and robust relative VI.
 
-Spec ``robust_rl.md``, "Robust MDP objects":
+docs/papers/robust_rl.md, "The method" (robust MDPs):
 
 * robust discounted Bellman operator ``(T_g V)(s) = max_a [r(s, a) + g sigma_{P_sa}(V)]``, a
   ``g``-contraction in sup-norm, solved by robust value iteration (DRVI) with the stopping rule

@@ -1,5 +1,5 @@
 """The tabular study: ground truth, the reduction and its baselines over a grid of sample sizes,
-and exact evaluation of every returned policy (spec ``robust_rl.md``, "Metrics and anchors").
+and exact evaluation of every returned policy (docs/papers/robust_rl.md, "Metrics").
 
 Every policy is judged by its exact robust gain under the set centred at the TRUE kernel ``P0``
 (robust RVI with that policy fixed); the robust optimality gap is ``g* - g^pi``.

@@ -1,7 +1,7 @@
 """Support functions of (s, a)-rectangular uncertainty sets through their dual forms.
 
 For a nominal row ``p`` in the simplex and a value vector ``V``, the support function is
-``sigma(V) = min_{q in P(p, rho)} q . V`` (spec ``robust_rl.md``, "Support functions"). Every
+``sigma(V) = min_{q in P(p, rho)} q . V`` (docs/papers/robust_rl.md, "The method"). Every
 function here is vectorised over the rows of ``p`` (shape ``(..., S)``) with one shared ``V``
 (shape ``(S,)``), which is how the robust Bellman operator uses them.
 
