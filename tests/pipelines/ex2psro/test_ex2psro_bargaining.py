@@ -1,4 +1,4 @@
-"""The bargaining wrapper: instance set, seat randomisation, returns (spec test 8)."""
+"""The bargaining wrapper: instance set, seat randomisation, returns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The numpy Harvest game (spec test 9)."""
+"""The numpy Harvest game: observations, apples, lasers, collisions, episode end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RRD meta-solver, welfare and regret against independent computations (spec tests 1-3)."""
+"""RRD meta-solver, welfare and regret against independent computations."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The PSRO loop on a tiny budget: every exploration type runs, runs are deterministic, the
-empirical payoff matrix is symmetrised from shared simulations (spec test 2)."""
+empirical payoff matrix is symmetrised from shared simulations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trajectory selection, KL term, SAC target and behaviour cloning (spec tests 4-7)."""
+"""Trajectory selection, KL term, SAC target and behaviour cloning."""
 
 from __future__ import annotations
 

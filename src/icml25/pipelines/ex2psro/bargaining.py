@@ -1,6 +1,6 @@
 """OpenSpiel's bargaining game with the 20-instance set and per-episode seat randomisation.
 
-Spec ``ex2psro.md`` ("Games: Bargaining"): the Ex2PSRO experiments use 20 instances forming 10
+docs/papers/ex2psro.md ("Data"): the Ex2PSRO experiments use 20 instances forming 10
 mirrored pairs and a random starting seat. PyPI OpenSpiel always starts with player 0, so the
 wrapper draws the seats of the two policies uniformly per episode; the instance set is written to
 a file and loaded through the game's ``instances_file`` parameter. Episodes are stepped on raw

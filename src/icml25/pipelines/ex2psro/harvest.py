@@ -1,5 +1,5 @@
-"""Harvest, a two-player commons social dilemma on a grid, in numpy (spec ``ex2psro.md``,
-"Games: Harvest"; rules from the authors' OpenSpiel fork, ``games/harvest.cc``).
+"""Harvest, a two-player commons social dilemma on a grid, in numpy (rules from the
+authors' OpenSpiel fork, ``games/harvest.cc``; docs/papers/ex2psro.md, "Data").
 
 Rules implemented:
 - 7x9 map with wall border; 2 players; simultaneous moves; 8 actions: move left / forward /

@@ -1,6 +1,6 @@
 """Meta-game quantities of symmetric two-player PSRO: RRD meta-solver, welfare and regret.
 
-Spec ``ex2psro.md`` ("Meta-solver: RRD"): projected replicator dynamics (PRD; Lanctot et al. 2017)
+docs/papers/ex2psro.md ("The method"): projected replicator dynamics (PRD; Lanctot et al. 2017)
 started at the uniform strategy, step ``dt``, exploration floor ``gamma``, stopped as soon as the
 total regret of the profile falls below the threshold ``lam``. The threshold anneals linearly over
 PSRO iterations (``regret_lambda``). In the symmetric game both players hold the same strategy, so
@@ -42,7 +42,7 @@ def total_regret(payoffs: np.ndarray, sigma: np.ndarray) -> float:
 
 
 def regret(payoffs: np.ndarray, sigma: np.ndarray) -> float:
-    """One player's regret max_pi u(pi, sigma) - u(sigma, sigma), clipped at 0 (spec "Metrics")."""
+    """One player's regret max_pi u(pi, sigma) - u(sigma, sigma), clipped at 0."""
     values = np.asarray(payoffs, dtype=float) @ sigma
     return float(max(0.0, values.max() - sigma @ values))
 

@@ -1,6 +1,6 @@
 """Parameters of the ex2psro pipeline (``conf/*/parameters_ex2psro.yml``), validated once.
 
-Choices the paper leaves unconfirmed (spec ``ex2psro.md``) are parameters here.
+Choices the paper leaves unconfirmed (docs/papers/ex2psro.md) are parameters here.
 """
 
 from __future__ import annotations

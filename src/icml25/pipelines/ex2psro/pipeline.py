@@ -1,4 +1,4 @@
-"""Wiring of the ex2psro pipeline (spec ``ex2psro.md``, "Kedro pipeline sketch").
+"""Wiring of the ex2psro pipeline (docs/papers/ex2psro.md).
 
 instance set -> PSRO runs, one node per seed shard (namespace ``ex2psro.psro.shard_<k>``; shard
 ``k`` of ``n`` runs every configured method for ``seeds[k::n]``, see :mod:`icml25.core.sweep`;

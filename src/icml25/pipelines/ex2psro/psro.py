@@ -1,4 +1,4 @@
-"""The symmetric PSRO loop of Ex2PSRO and vanilla PSRO (spec ``ex2psro.md``, "Pseudocode").
+"""The symmetric PSRO loop of Ex2PSRO and vanilla PSRO (docs/papers/ex2psro.md, "The method").
 
 Pi <- {uniform}; U <- estimate(Pi); buffer B <- top-K of those simulations
 for k = 1..iters:

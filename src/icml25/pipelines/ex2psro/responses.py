@@ -1,6 +1,6 @@
 """Response oracles of Ex2PSRO in torch: behaviour cloning and discrete SAC with a KL term.
 
-Spec ``ex2psro.md``:
+docs/papers/ex2psro.md, "The method":
 - exploration policy (``imitation_deep.py`` of the authors' OpenSpiel fork): a fresh 2x50 ReLU
   MLP behaviour-cloned with cross-entropy (Adam) on every (observation, action) of both players
   of the selected trajectories, early stop once the mean epoch loss < ``min_loss``;

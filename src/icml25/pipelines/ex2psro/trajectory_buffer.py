@@ -1,4 +1,4 @@
-"""The top-K trajectory buffer of Ex2PSRO (spec ``ex2psro.md``, "Trajectory buffer").
+"""The top-K trajectory buffer of Ex2PSRO (docs/papers/ex2psro.md, "The method").
 
 Every simulated episode (empirical-game estimation and response training) is offered; the buffer
 keeps the K best by a criterion of the two players' returns (G0, G1), ties broken by insertion
