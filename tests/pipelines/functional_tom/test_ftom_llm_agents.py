@@ -1,5 +1,5 @@
 """LLM agents: prompts, parsing, the Hugging Face backend on a tiny random model and the
-OpenAI-compatible backend against a local stub endpoint (spec 2.2 and 7)."""
+OpenAI-compatible backend against a local stub endpoint."""
 
 from __future__ import annotations
 

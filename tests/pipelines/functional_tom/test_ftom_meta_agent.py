@@ -1,4 +1,4 @@
-"""The meta-trained in-context transformer (spec 2.3 and 7)."""
+"""The meta-trained in-context transformer."""
 
 from __future__ import annotations
 

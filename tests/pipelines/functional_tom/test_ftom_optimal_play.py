@@ -1,4 +1,4 @@
-"""Games, partner FSMs and the exact optimal value by dynamic programming (spec section 7)."""
+"""Games, partner FSMs and the exact optimal value by dynamic programming."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference agents with known answers and the two metrics on the same episodes (spec 7)."""
+"""Reference agents with known answers and the two metrics on the same episodes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The episode runner and the two metrics of the benchmark, measured on the same episodes.
 
-Round t (spec section 1): the partner draws ``b_t ~ f(z_t)``; *before* it is revealed the agent
+Round t (the paper's repeated games): the partner draws ``b_t ~ f(z_t)``; *before* it is
+revealed the agent
 emits a prediction ``p_t`` over partner actions (literal ToM, ``bhat_t = argmax p_t``) and an
 action ``a_t``; the agent gets ``r_t = R[a_t, b_t]``, both actions are revealed, the partner moves
 to ``z_{t+1} = g(z_t, a_t, b_t)``.
@@ -68,7 +69,7 @@ def run_episode(game: Game, partner: PartnerFSM, agent: Agent, opt: OptimalPlay,
                 invalid_policy: str = "random", give_partner: bool = False) -> EpisodeResult:
     """Play ``opt.horizon`` rounds of ``agent`` against ``partner``; seeds come from ``seed``.
 
-    ``invalid_policy`` (spec 2.2) applies when the agent flags an unparseable action:
+    ``invalid_policy`` (a parameter) applies when the agent flags an unparseable action:
     ``random`` keeps the (already uniformly drawn) action; ``zero_reward`` gives the agent 0
     that round and advances the partner with a uniformly random agent action.
     """

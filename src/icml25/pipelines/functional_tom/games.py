@@ -1,4 +1,4 @@
-"""Two-player repeated normal-form games of the benchmark (spec section 1, "Games").
+"""Two-player repeated normal-form games of the benchmark (docs/papers/functional_tom.md).
 
 ``R[a, b]`` is the focal agent's payoff (rows = agent action a, columns = partner action b) and
 ``partner_payoff[b, a]`` the partner's. The payoffs are parameters; the defaults are the values of
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Game kinds; the kind fixes how the reactive partner families respond (spec "Tit-for-Tat").
+#: Game kinds; the kind fixes how the reactive partner families (tit-for-tat, ...) respond.
 KINDS = ("rps", "ibs", "ipd")
 
 
@@ -59,8 +59,8 @@ class Game:
 
 def argmax_random(values: np.ndarray, rng: np.random.Generator | None = None,
                   tol: float = 1e-12) -> int:
-    """Index of the maximum; ties (within ``tol``) broken uniformly with ``rng`` (spec pitfall:
-    tie-breaking by action order biases results), or the first one if ``rng`` is None."""
+    """Index of the maximum; ties (within ``tol``) broken uniformly with ``rng`` (breaking
+    ties by action order would bias results), or the first one if ``rng`` is None."""
     values = np.asarray(values, dtype=float)
     best = np.flatnonzero(values >= values.max() - tol)
     if rng is None or best.size == 1:

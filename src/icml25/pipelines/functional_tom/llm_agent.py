@@ -1,4 +1,4 @@
-"""An LLM agent: a prompting strategy over a backend, with counted invalid answers (spec 2.2).
+"""An LLM agent: one of the paper's prompting strategies over a backend, invalid answers counted.
 
 Each round the agent answers two queries: the literal-ToM prediction of the partner's action and
 its own action. Non-social strategies ask the prediction in a separate query that does not enter

@@ -1,4 +1,4 @@
-"""Language-model backends of the LLM agents (spec section 2.2, "Backends").
+"""Language-model backends of the LLM agents (``docs/papers/functional_tom.md``, "Running it").
 
 - :class:`HFBackend`: a local Hugging Face causal LM (``AutoModelForCausalLM`` +
   ``AutoTokenizer`` from a local folder; hub downloads are impossible offline). ``logprob`` is the
@@ -115,8 +115,8 @@ def prompt_vocabulary(texts: Sequence[str]) -> list[str]:
 def build_tiny_llama(directory: str | Path, corpus: Sequence[str], seed: int = 0,
                      hidden_size: int = 32, layers: int = 2) -> Path:
     """A tiny randomly initialised LLaMA and a word-level tokenizer trained on ``corpus``, saved
-    with ``save_pretrained`` so the real loading path (``from_pretrained``) is exercised (spec:
-    the offline stand-in for a real model; its answers are noise, it is a smoke test)."""
+    with ``save_pretrained`` so the real loading path (``from_pretrained``) is exercised (the
+    offline stand-in for a real model; its answers are noise, it is a smoke test)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast

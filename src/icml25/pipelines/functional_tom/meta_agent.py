@@ -1,4 +1,4 @@
-"""A small transformer meta-trained in context over partner families (spec section 2.3).
+"""A small transformer meta-trained in context over partner families (docs/papers/functional_tom.md).
 
 Input token of round t encodes the previous round: ``emb_a(a_{t-1}) + emb_b(b_{t-1})`` (a START
 index for t = 1); positions enter through rotary embeddings of the pre-norm causal decoder blocks

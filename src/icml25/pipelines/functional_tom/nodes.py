@@ -1,7 +1,7 @@
 """Kedro nodes of the functional_tom pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:functional_tom`` into :class:`FunctionalTomParams`, does one step of
-the spec's pipeline (section 6) and returns plain tables, dicts or state dicts.
+the pipeline and returns plain tables, dicts or state dicts.
 
 Suites of scenarios: ``paper`` (the paper's cells: every game x the paper's partner families at
 the paper's horizon), ``meta`` (the meta-trained transformer's cells at its training horizon:

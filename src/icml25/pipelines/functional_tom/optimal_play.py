@@ -1,5 +1,5 @@
-"""Exact optimal play against a known partner FSM by backward dynamic programming (spec 1,
-"Functional ToM", Def. 2.2):
+"""Exact optimal play against a known partner FSM by backward dynamic programming (the
+regret of the paper's functional ToM, Def. 2.2):
 
     V_0(z) = 0,  Q_k(z, a) = E_{b ~ f(z)} [ R[a, b] + V_{k-1}(g(z, a, b)) ],  V_k(z) = max_a Q_k(z, a)
 

@@ -1,7 +1,7 @@
 """Parameters of the functional_tom pipeline (``conf/*/parameters_functional_tom.yml``).
 
 Every choice the paper leaves unconfirmed (payoffs of IBS/IPD, TFT first move, R-Max m and gamma,
-the invalid-answer rule, LLM decoding) is a parameter here; see spec ``functional_tom.md``.
+the invalid-answer rule, LLM decoding) is a parameter here; see ``docs/papers/functional_tom.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Partner policies as finite-state machines (spec section 1, "Partner policies").
+"""Partner policies as finite-state machines (``docs/papers/functional_tom.md``, "Data").
 
 Every partner is tabular: ``probs[z, b]`` is its action distribution in state ``z`` and
 ``next_state[z, a, b]`` the state after the agent played ``a`` and the partner ``b``; ``z0`` is
@@ -174,7 +174,7 @@ def family_available(game: Game, family: str) -> bool:
 
 def sample_partner_spec(game: Game, family: str, rng: np.random.Generator,
                         first_move: int | None = None, episode: int = 0) -> dict[str, Any]:
-    """A random member of ``family`` for ``game`` (spec: random first moves, random cycles).
+    """A random member of ``family`` for ``game`` (random first moves, random cycles).
 
     ``first_move`` fixes the TFT-style first move (the paper's convention, a parameter); for
     ``single`` the action is ``episode mod |A|`` so a cell averages over every constant action as
@@ -199,8 +199,9 @@ def sample_partner_spec(game: Game, family: str, rng: np.random.Generator,
 
 
 def hypothesis_library(game: Game) -> list[PartnerFSM]:
-    """Every deterministic FSM of the extended families (spec 2.1 BayesPlanner): constants, all
-    cycles of length <= 3, TFT / anti / lag-2 TFT / WSLS with every first move, grim (IPD)."""
+    """Every deterministic FSM of the extended families (the Bayesian planner's hypotheses):
+    constants, all cycles of length <= 3, TFT / anti / lag-2 TFT / WSLS with every first move,
+    grim (IPD)."""
     n = game.n_actions
     specs: list[dict[str, Any]] = [{"family": "single", "action": k} for k in range(n)]
     for length in (2, 3):

@@ -1,4 +1,4 @@
-"""Wiring of the functional_tom pipeline (spec ``functional_tom.md``, section 6).
+"""Wiring of the functional_tom pipeline (``docs/papers/functional_tom.md``).
 
 scenarios -> optimal values -> reference agents / meta-trained transformers, one training node
 per seed shard (namespace ``functional_tom.meta.shard_<k>``; shard ``k`` of ``n`` trains every

@@ -1,4 +1,4 @@
-"""Prompts of the LLM agents and robust answer parsing (spec section 2.2).
+"""Prompts of the LLM agents and robust answer parsing (the paper's prompting strategies).
 
 The prompt is the game description (actions, the full payoff table for both players, the number
 of rounds, "your goal is to maximise your total points"), then one history line per finished
@@ -77,7 +77,7 @@ def game_description(game: Game, horizon: int, payoffs: bool = True) -> str:
 def history_lines(game: Game, history: Sequence[tuple[int, int, float]],
                   max_rounds: int | None = None) -> tuple[list[str], bool]:
     """One line per finished round; only the last ``max_rounds`` are kept (small models' context
-    is short, spec pitfall). Returns the lines and whether older rounds were dropped."""
+    is short). Returns the lines and whether older rounds were dropped."""
     start = 0 if max_rounds is None else max(0, len(history) - max_rounds)
     lines = [f"Round {i + 1}: you played {game.actions[a]}, the other player played "
              f"{game.actions[b]}, you got {_points(r)}."

@@ -1,7 +1,7 @@
-"""Reference agents with known answers (spec section 2.1).
+"""Reference agents with known answers (``docs/papers/functional_tom.md``, "Baselines").
 
 All implement the :class:`~.episodes.Agent` protocol; ties in argmax are broken with the
-agent's seeded generator (spec pitfall: action-order tie-breaking biases results).
+agent's seeded generator (breaking ties by action order would bias results).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class FrequencyBR(_Base):
 class Lag1BR(_Base):
     """Counts of the partner's action conditioned on the previous joint action (a_{t-1},
     b_{t-1}) (Laplace-smoothed), myopic best response to them: the canonical "perfect literal,
-    poor functional" agent (spec 2.1.4)."""
+    poor functional" agent."""
 
     name = "lag1_br"
 
@@ -137,7 +137,8 @@ class TabularRMax(_Base):
     Each round: ``sweeps`` of value iteration with discount gamma; unknown (s, a) get
     Q = R_max / (1 - gamma); known ones Q = sum_b phat(b|s,a) (rbar(s,a,b) + gamma V((a, b))).
     Greedy with random tie-break. Prediction: the most frequent partner action seen in the
-    current state (action 0 if none). m and gamma are our calibration (spec 2.1.6).
+    current state (action 0 if none). m and gamma are our calibration (the paper does not state
+    them).
     """
 
     name = "tabular_rmax"
@@ -191,7 +192,7 @@ class TabularRMax(_Base):
 
 
 class BayesPlanner(_Base):
-    """Bayesian in-context planner over the library of deterministic FSM partners (spec 2.1.5).
+    """Bayesian in-context planner over the library of deterministic FSM partners.
 
     Likelihood P(b_t | H, h_t) = 1 - eps if H predicts b_t else eps / (|A| - 1), uniform prior;
     predict = posterior mixture; act = argmax_a sum_H P(H | h) Q*_{H, k}(z_H, a) with k the rounds

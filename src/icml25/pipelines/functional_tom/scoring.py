@@ -1,4 +1,4 @@
-"""From per-round episode logs to the benchmark's metrics (spec section 1 and 5).
+"""From per-round episode logs to the benchmark's metrics (docs/papers/functional_tom.md).
 
 Per episode: Delta_F / T = (V*_T - sum_t r_t) / T, Delta_ToM / T, literal ToM accuracy, log-loss
 and the invalid-answer rate. Per (suite, game, partner family, agent, seed): the mean over that
