@@ -1,4 +1,4 @@
-"""True functions, Haar bias and the regression reduction (spec "Tests that prove correctness")."""
+"""True functions, Haar bias and the regression reduction against closed forms."""
 
 from __future__ import annotations
 

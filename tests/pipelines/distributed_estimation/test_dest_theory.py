@@ -24,7 +24,7 @@ def test_d_comm_branches_follow_the_table():
     assert T.d_comm(m, 64, 16, l_bits) == (16 / (m * 64 * l_bits), "dense")
     d, branch = T.d_comm(m, 4, 16, l_bits)
     assert branch == "medium" and d == pytest.approx(math.log2(16 / 4) / (m * l_bits))
-    assert T.d_comm(m, 4, 16, l_bits, "spec")[0] == pytest.approx(math.log2(5) / (m * l_bits))
+    assert T.d_comm(m, 4, 16, l_bits, "one_plus")[0] == pytest.approx(math.log2(5) / (m * l_bits))
     assert T.d_comm(m, 1, 64, l_bits) == (64 / (m * 4), "sparse")
     assert T.d_comm(m, 3, 2, 4) == (0.0, "full")  # counts: 2·⌈log2 4⌉ = 4 bits
     assert T.d_comm(m, 1, 16, 4) == (0.0, "full")  # one raw sample: ⌈log2 16⌉ = 4 bits

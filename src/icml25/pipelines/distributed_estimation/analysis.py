@@ -1,6 +1,6 @@
 """From simulated runs to curves, slopes and the quantities the claims are judged on.
 
-Spec ``distributed_estimation.md``, "Metrics and anchors" and "The CPU run must show" (a)-(f).
+The metrics and claims (a)-(f) of ``docs/papers/distributed_estimation.md``.
 Every protocol is shown at its oracle K (the K of the grid with the smallest mean ISE over the
 repetitions); the layered protocol is also shown at the theory K (the argmin of R_th). The
 envelope is ``min(BF, AT, FULL)`` at their oracle K. Slopes are least-squares fits of log ISE on

@@ -1,6 +1,7 @@
 """True functions, statistical models and their exact reduction to a discrete distribution.
 
-Spec ``distributed_estimation.md``, "Data" and "Method" (nonparametric and regression reductions).
+The nonparametric and regression reductions (``docs/papers/distributed_estimation.md``, "The method"
+and "Data").
 Every function lives on a fine grid of ``G = 2^14`` cells and is piecewise constant there, so its
 samples are exact (a categorical cell, then a uniform point inside it) and every integral below is
 an exact finite sum. A histogram estimator with ``K = 2^j`` bins (``K`` divides ``G``) then reduces
@@ -9,8 +10,8 @@ the problem to estimating a distribution ``p`` on an alphabet of ``A`` symbols:
 - density: symbol = bin of X, ``A = K``, ``f̂_j = K·p̂_j``;
 - regression (Gaussian, binary, Poisson, heteroskedastic): Y is clipped to ``[lo, hi]``, a rounding
   bit ``Z ~ Bern((clip(Y) - lo)/(hi - lo))`` is drawn by the terminal, the symbol is ``2·bin + Z``
-  (``A = 2K``) and ``f̂_j = lo + (hi - lo)·K·p̂(j, 1)``. The spec writes this with ``lo = -B``,
-  ``hi = B``; its variance constant ``4B²`` is ``(hi - lo)²`` here.
+  (``A = 2K``) and ``f̂_j = lo + (hi - lo)·K·p̂(j, 1)``. With a symmetric clip
+  ``lo = -B``, ``hi = B`` the variance constant ``4B²`` is ``(hi - lo)²``.
 
 The squared L2 error of a histogram splits exactly into the Haar bias ``||Π_K f - f||²`` and
 ``(1/K)·Σ_j (f̂_j - f̄_j)²`` with ``f̄_j`` the bin means of f (Pythagoras on the fine grid).
@@ -29,7 +30,7 @@ FINE_CELLS = 2**FINE_LOG2
 MODELS = ("density", "gaussian", "binary", "poisson", "heteroskedastic")
 Model = Literal["density", "gaussian", "binary", "poisson", "heteroskedastic"]
 
-#: Target ranges of the regression functions (spec "Data": binary f in [0.2, 0.8], Poisson [1, 5]).
+#: Target ranges of the regression functions (binary f in [0.2, 0.8], Poisson [1, 5]).
 _RANGES = {"binary": (0.2, 0.8), "poisson": (1.0, 5.0)}
 GAUSSIAN_SIGMA = 0.5
 
@@ -48,7 +49,7 @@ def d2_cells(s: float, c: float = 0.1, levels: int = 12, seed: int = 7,
     ``f = 1 + Σ_{j<levels} Σ_k c·2^{-j(s+1/2)}·ε_jk·ψ_jk`` with L2-normalised Haar wavelets
     ``ψ_jk = 2^{j/2}(1 on the left half, -1 on the right half of [k2^-j, (k+1)2^-j))`` and
     Rademacher ``ε_jk`` drawn by ``default_rng(seed).choice([-1, 1])``, level by level, k ascending
-    (spec "Data", the anchor function used ``levels = 12`` on a ``2^12`` grid and ``seed = 7``).
+    (the default D2 uses ``levels = 12`` and ``seed = 7``; its range is [0.664, 1.336]).
     """
     if cells < 2**levels or cells % 2**levels:
         raise ValueError(f"cells={cells} must be a multiple of 2^levels={2**levels}")
@@ -81,7 +82,7 @@ def haar_bias(f_cells: np.ndarray, k: int) -> float:
 
 @dataclass(frozen=True)
 class TrueModel:
-    """A model of the spec with its true function on the fine grid.
+    """One of the five models with its true function on the fine grid.
 
     ``f`` is the density (model ``density``) or the regression function; ``sigma`` the noise scale
     per cell (Gaussian, heteroskedastic); ``lo``/``hi`` the clipping interval of the rounding
@@ -186,7 +187,7 @@ class TrueModel:
 
 def base_function(name: str, s: float, c: float = 0.1, levels: int = 12, seed: int = 7,
                   ) -> np.ndarray:
-    """The fine-grid base function D1 or D2 (spec "Data")."""
+    """The fine-grid base function D1 or D2."""
     if name == "d1":
         return d1_cells()
     if name == "d2":
@@ -195,7 +196,7 @@ def base_function(name: str, s: float, c: float = 0.1, levels: int = 12, seed: i
 
 
 def make_model(model: str, g: np.ndarray, clip_z: float = 3.0) -> TrueModel:
-    """The spec's model ``model`` built on base function ``g`` (shifted/scaled to its range).
+    """The model ``model`` built on base function ``g`` (shifted/scaled to its range).
 
     Gaussian (σ = 0.5) and heteroskedastic (σ(x) = 0.3 + 0.4x) regression use ``f = g``; binary
     and Poisson map g linearly onto [0.2, 0.8] and [1, 5]. The clipping interval is

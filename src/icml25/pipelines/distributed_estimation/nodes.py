@@ -1,7 +1,7 @@
 """Kedro nodes of the distributed_estimation pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:distributed_estimation`` into :class:`DistributedEstimationParams`,
-does one step of the spec's pipeline sketch and returns plain tables or dicts.
+does one step of the pipeline and returns plain tables or dicts.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def simulate_protocols(true_functions: pd.DataFrame, params: dict[str, Any], sha
                        n_shards: int = 1) -> pd.DataFrame:
     """Every protocol at every sweep point and K of the grid, for the repetitions (seeds) of
     shard ``shard`` of ``n_shards`` of each sweep (``seeds_of(sweep)[shard::n_shards]``,
-    :func:`icml25.core.sweep.shard_seeds`; spec step 3). A run draws from a generator of its own
+    :func:`icml25.core.sweep.shard_seeds`). A run draws from a generator of its own
     (base seed, repetition, protocol, point, K), so its row does not depend on the shard; a sweep
     without a repetition in this shard adds no row, a shard without any an empty table."""
     p = _params(params)
@@ -176,7 +176,7 @@ def merge_simulations(params: dict[str, Any], *shards: pd.DataFrame) -> pd.DataF
 # ---------------------------------------------------------------------------------- analysis
 def summarise(sim_results: pd.DataFrame, theory_rates: pd.DataFrame, params: dict[str, Any],
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Oracle-K curves with bootstrap CIs and the slope table (spec step 4)."""
+    """Oracle-K curves with bootstrap CIs and the slope table."""
     p = _params(params)
     _check_sim(sim_results)
     curves = analysis.oracle_curves(sim_results, theory_rates, seed=p.sim.base_seed)
@@ -279,7 +279,7 @@ def _sweeps_of(p: DistributedEstimationParams, role: str) -> list[str]:
 def make_plots(curves: pd.DataFrame, theory_rates: pd.DataFrame, regime_boundaries: pd.DataFrame,
                true_functions: pd.DataFrame, params: dict[str, Any], metrics: dict[str, Any],
                ) -> dict[str, Any]:
-    """Figures (spec step 6). ``metrics`` is taken so this node runs after the child runs."""
+    """Figures. ``metrics`` is taken so this node runs after the child runs."""
     p = _params(params)
     models = models_from_table(true_functions)
     return make_figures(curves, theory_rates, regime_boundaries, models, _sweep_dicts(p),

@@ -1,8 +1,9 @@
 """Parameters of the distributed_estimation pipeline, validated before any node runs.
 
-``conf/*/parameters_distributed_estimation.yml``. Every choice the spec leaves unconfirmed is a
-parameter here. Bad input fails with its full key: a bit budget ``l < 1``, a smoothness outside
-the Haar range ``(0, 1]``, or a sweep point with ``n·m`` too small for any estimate.
+``conf/*/parameters_distributed_estimation.yml``. Every choice the paper leaves open is a
+parameter here (see ``docs/papers/distributed_estimation.md``). Bad input fails with its full
+key: a bit budget ``l < 1``, a smoothness outside the Haar range ``(0, 1]``, or a sweep point
+with ``n·m`` too small for any estimate.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class GridParams(ParamsModel):
     k_log2_min: int = Field(default=1, ge=1)
     k_log2_max: int = Field(default=9, le=12)
     c_v: float = Field(default=1.0, gt=0)
-    medium_log: Literal["continuous", "spec"] = "continuous"
+    medium_log: Literal["continuous", "one_plus"] = "continuous"
 
     @model_validator(mode="after")
     def _order(self) -> GridParams:

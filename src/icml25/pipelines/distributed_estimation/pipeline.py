@@ -1,5 +1,4 @@
-"""Wiring of the distributed_estimation pipeline (spec ``distributed_estimation.md``, "Kedro
-pipeline sketch").
+"""Wiring of the distributed_estimation pipeline (see ``docs/papers/distributed_estimation.md``).
 
 true functions -> theory grid (R_th, regimes, boundaries) and the terminals-and-decoder simulation
 of every protocol, one node per seed shard (namespace ``distributed_estimation.sim.shard_<k>``;

@@ -1,6 +1,6 @@
 """Figures: error against n / m / l with the theory curve, the phase diagram, K_opt, bits used.
 
-Spec ``distributed_estimation.md``, pipeline sketch step 6. R_th is drawn rescaled by one fitted
+R_th is drawn rescaled by one fitted
 constant (the geometric mean of envelope / R_th over the sweep); boundaries are dashed lines.
 """
 

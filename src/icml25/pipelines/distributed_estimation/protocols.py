@@ -1,6 +1,6 @@
 """Communication protocols for a discrete distribution ``p`` on ``A`` symbols, with explicit bits.
 
-Setting (spec "Method", "Baselines"): ``m`` terminals hold ``n`` i.i.d. symbols each; terminal
+Setting: ``m`` terminals hold ``n`` i.i.d. symbols each; terminal
 ``i`` sends a message ``B_i`` of at most ``l`` bits; the decoder sees only the messages and the
 shared seed. Every protocol here returns a :class:`Transcript` — a ``uint8`` bit matrix with the
 number of bits each terminal actually serialised — and its decoder reads back only those bits.
@@ -329,7 +329,7 @@ def at_encode_bit(count: np.ndarray, n: int, threshold: np.ndarray,
     It sees only the terminal's own count, its own private uniform ``U_ij`` (which makes the
     count continuous, so the bit's mean is a continuous, invertible function of the threshold),
     n and the threshold the decoder broadcast; nothing of any other terminal (sequential
-    interaction, spec "Layered protocol").
+    interaction, as the paper's model allows).
     """
     return ((np.asarray(count) + np.asarray(dither)) / n > np.asarray(threshold)).astype(np.uint8)
 
@@ -560,7 +560,7 @@ PROTOCOLS: dict[str, Callable[..., Result]] = {
 
 def layered_choice(a: int, n: int, l_bits: int) -> str:
     """The layered protocol's inner layer by regime: FULL if every count fits, BF if n < A, else
-    AT (spec "Layered protocol")."""
+    AT."""
     if l_bits >= full_bits_needed(a, n):
         return "full"
     return "bf" if n < a else "at"

@@ -1,6 +1,6 @@
 """The terminals-and-decoder simulator: every protocol at every sweep point, K and repetition.
 
-Spec ``distributed_estimation.md``, "Kedro pipeline sketch" step 3 and "Data". For each point
+See ``docs/papers/distributed_estimation.md``, "Data" and "Baselines". For each point
 ``(m, n, l)`` of a sweep, each histogram size ``K`` of the grid and each repetition, the symbol
 distribution of the model is computed exactly, every protocol is simulated (its transcript is
 checked against the budget ``l`` bit by bit) and its integrated squared error recorded. The layered

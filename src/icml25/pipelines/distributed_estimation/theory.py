@@ -1,13 +1,14 @@
 """The theoretical rate ``R_th`` and its phase boundaries, computed from (m, n, l, s).
 
-Spec ``distributed_estimation.md``, "Rates". Discrete A-ary estimation under squared ℓ2 loss
-(companion paper "Refinement Methods for Distributed Distribution Estimation under ℓp-Losses",
-Table 1, p = 2), plugged into the K-bin histogram bias–variance trade-off::
+The project's theory curve (see ``docs/papers/distributed_estimation.md``). Discrete A-ary
+estimation under squared ℓ2 loss (the authors' companion paper "Refinement Methods for
+Distributed Distribution Estimation under ℓp-Losses", Table 1, p = 2), plugged into the K-bin
+histogram bias–variance trade-off::
 
     R_th(m, n, l) = min_{K = 2^j ≤ max(ml, 2)} [ b(K) + c_v·scale·K·max(1/(mn), D_comm(m, n, A, l)) ]
 
 with ``b(K)`` the exact Haar bias of the true function, ``A = K`` (density) or ``2K`` (regression,
-``scale = (hi - lo)²``), and ``D_comm`` the communication term of the spec. Log factors are
+``scale = (hi - lo)²``), and ``D_comm`` the communication term of that table. Log factors are
 dropped except in the medium regime. The closed-form regime boundaries in n are
 ``n1 = (ml)^{1/(2s+1)}/2^l``, ``n2 = (ml)^{1/(2s+1)}`` and ``n3 = (ml)^{2s+1}``.
 """
@@ -34,17 +35,17 @@ def check_smoothness(s: float) -> float:
 def medium_log_factor(a: int, n: int, kind: str = "continuous") -> float:
     """The log factor of the medium rate ``·/(ml)``.
 
-    ``spec``: ``log2(1 + A/n)`` as written in the spec. It makes R_th jump *up* by
+    ``one_plus``: ``log2(1 + A/n)``. It makes R_th jump *up* by
     ``log2(1 + 2^l)/l`` where the sparse branch hands over (``n·2^l = A``; 1.58× at l = 1), so R_th
     would not be monotone in n. ``continuous`` (default): ``max(1, log2(A/n))``, equal to the
     sparse rate at ``n = A/2^l`` and to the dense rate at ``n = A``, and within a factor 1.58 of
-    the spec's factor (logs are dropped anyway).
+    ``one_plus`` (logs are dropped anyway).
     """
-    if kind == "spec":
+    if kind == "one_plus":
         return math.log2(1 + a / n)
     if kind == "continuous":
         return max(1.0, math.log2(a / n))
-    raise ValueError(f"medium_log must be 'continuous' or 'spec', got {kind!r}")
+    raise ValueError(f"medium_log must be 'continuous' or 'one_plus', got {kind!r}")
 
 
 def d_comm(m: int, n: int, a: int, l_bits: int, medium_log: str = "continuous",
@@ -104,7 +105,7 @@ def theory_rate(bias_of: Callable[[int], float], k_grid: Sequence[int], m: int, 
 
 
 def boundaries(m: int, l_bits: int, s: float) -> dict[str, float]:
-    """Closed-form boundaries in n at fixed (m, l) (spec regime table)."""
+    """Closed-form boundaries in n at fixed (m, l) (the regime table of the docs page)."""
     check_smoothness(s)
     root = (m * l_bits) ** (1.0 / (2 * s + 1))
     return {"n1_sparse_medium": root / 2**l_bits, "n2_medium_dense": root,
