@@ -1,5 +1,5 @@
-"""The synthetic voxel shapes of the 3D experiment (spec test 8, 3D part) and the refusal of
-bad voxel data."""
+"""The synthetic voxel shapes of the 3D experiment (seeded, balanced, occupancy, rotation) and the
+refusal of bad voxel data."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_splits_are_reproducible_balanced_and_labelled(splits):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_occupancy_fraction_and_volume_do_not_depend_on_the_rotation(shape):
-    """Spec: occupancy in [2 %, 60 %]. That holds at the largest size (0.8 of the grid); at
+    """Design target: occupancy in [2 %, 60 %]. That holds at the largest size (0.8 of the grid); at
     the smallest size (0.5) the thin classes fill less of a 16^3 grid (dumbbell 0.75 %), so
     the lower bound there is 0.5 % (a documented deviation)."""
     rotations = Rotation.random(4, random_state=0).as_matrix()

@@ -1,5 +1,5 @@
-"""Rotated digits, whole-model invariance and a short training smoke run (spec tests 3, 4, 8,
-9) and the refusal of bad data."""
+"""Rotated digits, whole-model invariance and a short training smoke run, and the refusal of
+bad data."""
 
 from __future__ import annotations
 

@@ -97,8 +97,8 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert _weights("steer_tf") == sorted([
         "shard_0/rot_rot_seed0.safetensors", f"shard_{1 % n}/rot_rot_seed1.safetensors",
         "shard_0/up_rot_seed0.safetensors"])  # conf/base protocol_seeds: up_rot runs seed 0 only
-    assert (kedro_project / "data/01_raw/steerable/rotated_digits.pkl").exists()
-    assert (kedro_project / "data/01_raw/steerable/voxel_shapes.pkl").exists()
+    assert (kedro_project / "data/01_raw/steerable/rotated_digits.npz").exists()
+    assert (kedro_project / "data/01_raw/steerable/voxel_shapes.npz").exists()
     assert _weights("steer_tf_3d") == sorted([
         "shard_0/up_rot_seed0.safetensors", f"shard_{1 % n}/up_rot_seed1.safetensors"])
 

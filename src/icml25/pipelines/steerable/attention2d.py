@@ -1,5 +1,4 @@
-"""The steerable transformer encoder in 2D (Kundu & Kondor 2025, Sec. 4; spec
-``steerable.md``, "Steerable transformer encoder").
+"""The steerable transformer encoder in 2D (Kundu & Kondor 2025, Sec. 4).
 
 Tokens are the N = H*W positions of a field ``[B, M, D, H, W]``; queries, keys and values are
 formed frequency by frequency with complex matrices, the attention score of head h is the

@@ -1,6 +1,5 @@
-"""The steerable transformer encoder in 3D (Kundu & Kondor 2025, Sec. 4; spec ``steerable.md``,
-"Steerable transformer encoder", 3D paragraph; official ``SE3MultiSelfAttention``, read for
-facts only).
+"""The steerable transformer encoder in 3D (Kundu & Kondor 2025, Sec. 4, in 3D; official
+``SE3MultiSelfAttention``, read for facts only).
 
 Tokens are the N = X*Y*Z positions of a field ``[B, (L+1)^2, D, X, Y, Z]`` (real spherical-
 harmonic basis, :mod:`harmonics3d`). Queries, keys and values are formed degree by degree with

@@ -1,4 +1,4 @@
-"""Training and evaluation of the image classifiers (spec ``steerable.md``, "Training",
+"""Training and evaluation of the image classifiers (``docs/papers/steerable.md``,
 "Metrics"): Adam with step decay and validation-based early stopping through the shared
 :func:`icml25.core.training.train` loop, accuracy overall and per rotation-angle bin, and the
 measured invariance error of the logits under exact (90-degree) and interpolated rotations.

@@ -1,5 +1,5 @@
-"""Measured equivariance of the steerable transformer encoder on real features (spec
-``steerable.md``, "Metrics": feature equivariance error of the encoder)."""
+"""Measured equivariance of the steerable transformer encoder on real features
+(``docs/papers/steerable.md``, "Metrics": feature equivariance error of the encoder)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Measured invariance and equivariance of the 3D classifiers (spec ``steerable.md``,
-"Metrics"; issue: exact for the group elements the voxel grid allows, the rest reported
-separately).
+"""Measured invariance and equivariance of the 3D classifiers (``docs/papers/steerable.md``,
+"Metrics"): exact for the group elements the voxel grid allows, the rest reported separately.
 
 - exact: the 23 non-trivial rotations of the cube, which permute voxels without interpolation;
 - interpolated: random rotations of SO(3) applied with trilinear interpolation about the grid

@@ -1,4 +1,4 @@
-"""Circular-harmonic geometry of the 2D steerable layers (spec ``steerable.md``, "Method").
+"""Circular-harmonic geometry of the 2D steerable layers (Kundu & Kondor 2025, Sec. 3).
 
 Convention used by every kernel, positional encoding and test of this room: a pixel offset
 ``v = (d_row, d_col)`` has angle ``theta(v) = atan2(d_col, d_row)``. A feature at frequency ``m``
@@ -93,7 +93,7 @@ def grid_geometry(height: int, width: int) -> tuple[np.ndarray, np.ndarray, int]
 def relative_harmonics(height: int, width: int, freq_cutoff: int) -> tuple[torch.Tensor,
                                                                            torch.Tensor, int]:
     """``E[m, i, j] = exp(-i m theta_ij)`` (0 on the diagonal) and the distance index
-    ``r_ij`` of the steerable positional encoding (spec "Steerable transformer encoder")."""
+    ``r_ij`` of the steerable positional encoding (Sec. 4)."""
     r_index, theta, n_dist = grid_geometry(height, width)
     m = np.arange(freq_cutoff)
     E = np.exp(-1j * m[:, None, None] * theta[None])

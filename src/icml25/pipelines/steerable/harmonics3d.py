@@ -1,5 +1,5 @@
-"""Spherical-harmonic geometry of the 3D steerable layers (spec ``steerable.md``, "Steerable
-transformer encoder", 3D paragraph; Kundu & Kondor 2025, Sec. 3-4 in 3D).
+"""Spherical-harmonic geometry of the 3D steerable layers (Kundu & Kondor
+2025, Sec. 3-4 in 3D).
 
 Everything is written in the *real* spherical-harmonic basis, so features, weights and the
 rotation matrices are real. A feature of degree ``l`` is a vector of ``2l + 1`` coefficients

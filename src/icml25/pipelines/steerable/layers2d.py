@@ -3,9 +3,9 @@
 A feature map is a complex tensor ``F[b, m, c, x, y]`` (m = 0..M-1, the frequencies kept; the
 negative ones are the conjugates of a real signal's and are not stored). Every layer here maps
 fields that rotate as ``(g_a F)[m](p) = exp(-i m a) F[m](R_a^{-1} p)`` to fields that rotate the
-same way (spec ``steerable.md``, "Steerable convolution", "Nonlinearities, normalisation,
-pooling, invariant head"; Kundu & Kondor 2025, Sec. 3; official code ``Steerable/nn/SE2*``,
-read for facts only). Under the 90-degree rotations of the pixel grid the equivariance is exact
+same way (steerable convolutions, nonlinearities, normalisation, pooling and the invariant
+head of Kundu & Kondor 2025, Sec. 3; official code ``Steerable/nn/SE2*``, read for facts only).
+Under the 90-degree rotations of the pixel grid the equivariance is exact
 up to float rounding; other angles are exact only in the continuum.
 """
 

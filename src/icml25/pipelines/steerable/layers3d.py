@@ -1,5 +1,5 @@
-"""SE(3)-steerable layers on spherical-harmonic feature fields (spec ``steerable.md``, 3D
-paragraph; Kundu & Kondor 2025, Sec. 3; official ``Steerable/nn/Steerable3d``, read for facts).
+"""SE(3)-steerable layers on spherical-harmonic feature fields (Kundu & Kondor
+2025, Sec. 3, in 3D; official ``Steerable/nn/Steerable3d``, read for facts).
 
 A field is a real tensor ``F[b, k, c, x, y, z]`` whose component axis packs the degrees
 l = 0..L (``k = l^2 + l + m``, m = -l..l) in the real spherical-harmonic basis of

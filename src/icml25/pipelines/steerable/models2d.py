@@ -1,4 +1,4 @@
-"""The 2D classifiers compared on rotated digits (spec ``steerable.md``, "Architectures",
+"""The 2D classifiers compared on rotated digits (``docs/papers/steerable.md``,
 "Baselines"): the steerable CNN, the steerable CNN with the steerable transformer encoder (the
 paper's method), a plain CNN and a CNN-stem vision transformer.
 

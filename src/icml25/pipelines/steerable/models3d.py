@@ -1,5 +1,5 @@
-"""The 3D classifiers compared on rotated synthetic voxel shapes (spec ``steerable.md``,
-"Data", 3D; "Architectures"; official ModelNet10 model, read for facts only): the SE(3)-
+"""The 3D classifiers compared on rotated synthetic voxel shapes (``docs/papers/steerable.md``,
+"Data"; official ModelNet10 model, read for facts only): the SE(3)-
 steerable CNN, the same CNN with the steerable transformer encoder (the paper's method) and a
 plain 3D CNN.
 

@@ -1,7 +1,7 @@
 """Kedro nodes of the steerable pipeline: thin wrappers around the method modules.
 
 Each node validates ``params:steerable`` into :class:`SteerableParams`, does one step of the
-spec's pipeline sketch (``steerable.md``) and returns arrays, state dicts or tables.
+pipeline (``docs/papers/steerable.md``) and returns arrays, state dicts or tables.
 """
 
 from __future__ import annotations

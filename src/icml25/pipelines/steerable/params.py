@@ -1,5 +1,5 @@
 """Parameters of the steerable pipeline (``conf/*/parameters_steerable.yml``), validated once
-before any node runs. Every choice the paper leaves unconfirmed (spec ``steerable.md``) is a
+before any node runs. Every choice the paper leaves open (``docs/papers/steerable.md``) is a
 parameter here; a band limit, group order or geometry the layers cannot represent is refused
 with the full key.
 """

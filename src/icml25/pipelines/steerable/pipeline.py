@@ -1,4 +1,4 @@
-"""Wiring of the steerable pipeline (spec ``steerable.md``, "Kedro pipeline sketch").
+"""Wiring of the steerable pipeline (``docs/papers/steerable.md``).
 
 MNIST subset -> rotated splits -> one train + evaluate node pair per 2D variant and seed shard
 (namespace ``steerable.<variant>.shard_<k>``; protocols loop inside, shard ``k`` of ``n`` trains

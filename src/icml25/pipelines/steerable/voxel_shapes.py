@@ -1,4 +1,4 @@
-"""Synthetic voxel shapes for the 3D experiment (spec ``steerable.md``, "Data", 3D): eight
+"""Synthetic voxel shapes for the 3D experiment (``docs/papers/steerable.md``, "Data"): eight
 solid classes without mirror-image pairs, each sample with a random size (0.5-0.8 of the
 grid), a random rotation (``scipy.spatial.transform.Rotation.random``, seeded), a random shift
 of up to one voxel, occupancy from the implicit function at the voxel centres with 2x2x2
