@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: system-packages install run test lint bench viz mlflow clean-outputs tables
+.PHONY: system-packages install run test lint bench viz mlflow clean-outputs tables docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,3 +41,6 @@ viz: install
 
 mlflow: install
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1
+
+docs: install  ## the documentation site (mkdocs.yml) into build/site/, warnings as errors
+	$(BIN)/mkdocs build --strict
