@@ -1,4 +1,4 @@
-"""MA-LoT loop, budget accounting, prompts, agents and verifier backends (spec section 8)."""
+"""MA-LoT loop, budget accounting, prompts, agents and verifier backends."""
 
 from __future__ import annotations
 

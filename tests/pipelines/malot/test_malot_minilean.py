@@ -1,4 +1,4 @@
-"""MiniLean: known accepts, the soundness suite, the error contract, bad input (spec section 8)."""
+"""MiniLean: known accepts, the soundness suite, the error contract, bad input."""
 
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
 """MA-LoT (ICML 2025): prover–corrector collaboration for Lean 4 theorem proving with a verifier
-in the loop; see specs/malot.md."""
+in the loop; see docs/papers/malot.md."""

@@ -1,4 +1,4 @@
-"""Exact arithmetic behind MiniLean's decision procedures (spec ``malot.md`` section 3.1).
+"""Exact arithmetic behind MiniLean's decision procedures (docs/papers/malot.md).
 
 - :class:`Poly`: polynomials with :class:`~fractions.Fraction` coefficients over named atoms
   (variables and opaque subterms), the linear forms ``linarith`` works on once every non-linear

@@ -1,4 +1,4 @@
-"""Syntax of the MiniLean fragment of Lean 4 (spec ``malot.md`` section 3.1): parser, elaborator,
+"""Syntax of the MiniLean fragment of Lean 4 (docs/papers/malot.md): parser, elaborator,
 pretty printer.
 
 Expressions are parsed with ``lark`` (Earley) into untyped tuples, then elaborated the way Lean 4's

@@ -1,5 +1,5 @@
-"""The MA-LoT inference loop and whole-proof sampling at equal generation budget (spec
-``malot.md`` section 1.1).
+"""The MA-LoT inference loop and whole-proof sampling at equal generation budget (the
+paper's x + k × y against pass@(x + k·y); docs/papers/malot.md).
 
 MA-LoT: the prover writes ``x`` whole proofs; ``sorry``/``admit`` proofs are dropped before the
 verifier; if none is complete, each of ``rounds`` correction rounds selects ``y // c`` of the

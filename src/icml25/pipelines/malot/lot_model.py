@@ -1,4 +1,4 @@
-"""LoT-Solver in miniature (spec ``malot.md`` sections 1.2 and 5): a small LLaMA-style causal LM
+"""LoT-Solver in miniature (docs/papers/malot.md): a small LLaMA-style causal LM
 trained here with the LoT transfer recipe on synthetic theorems, used as prover and corrector.
 
 Pieces, none of them Kedro-specific:
@@ -21,8 +21,8 @@ Pieces, none of them Kedro-specific:
   inject ``</Thought> <Output>``, let the model write the proof until ``</Output>``), batched over
   many theorems at once.
 
-Loss: next-token cross-entropy on response tokens only (prompt masked, as the spec notes is the
-paper's likely choice).
+Loss: next-token cross-entropy on response tokens only (prompt masked; the paper does not say,
+but this is the usual choice for SFT).
 """
 
 from __future__ import annotations

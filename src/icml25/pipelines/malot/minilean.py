@@ -1,4 +1,4 @@
-"""MiniLean: a sound checker for an arithmetic fragment of Lean 4 (spec ``malot.md`` section 3).
+"""MiniLean: a sound checker for an arithmetic fragment of Lean 4 (docs/papers/malot.md).
 
 No Lean 4 toolchain can be installed on the machines this project targets, so this module checks
 tactic proofs of statements in the fragment of :mod:`lean_syntax` with Lean-like semantics and
@@ -12,7 +12,7 @@ P := by ...``, ``obtain ⟨h1, h2⟩ := h``, ``cases' h with h1 h2``, ``rw [h, �
 ``norm_num``/``simp`` ``[...]`` ``(at h ⊢)``, ``ring``, ``ring_nf``, ``field_simp``, ``linarith
 [...]``, ``nlinarith [...]``, ``positivity``, ``omega``, ``decide``, ``rfl``, ``exfalso``,
 ``left``/``right``, ``sorry``; combinators ``<;>``, ``·`` bullets, ``all_goals``, ``try``,
-``first | a | b``, ``repeat'``. The verifier contract (spec 1.1) is :func:`verify`.
+``first | a | b``, ``repeat'``. The verifier contract is :func:`verify`.
 """
 
 from __future__ import annotations
@@ -1096,7 +1096,7 @@ def split_file(code: str) -> tuple[str, int, list[tuple[int, str]], int, int]:
 
 
 def verify(code: str, settings: Settings | None = None) -> dict[str, Any]:
-    """Check one Lean file; the verifier contract of spec 1.1 plus ``verdict`` and categories.
+    """Check one Lean file; the verifier contract plus ``verdict`` and categories.
 
     ``verdict``: "complete", "incomplete" (sorry), "error", "out_of_fragment", "timeout",
     "too_large". ``complete`` = pass and no sorries and no warning mentioning sorry or failure.

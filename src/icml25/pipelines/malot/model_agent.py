@@ -1,4 +1,4 @@
-"""Language-model provers and correctors (spec ``malot.md`` section 1.1): one model plays both
+"""Language-model provers and correctors (the paper's MA-LoT roles): one model plays both
 roles, as LoT-Solver does.
 
 - :class:`ChatGenerator`: any OpenAI-compatible ``/chat/completions`` endpoint through

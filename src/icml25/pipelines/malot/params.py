@@ -1,5 +1,5 @@
 """Parameters of the malot pipeline (``conf/*/parameters_malot.yml``), validated once before any
-node runs. Every choice the paper leaves unconfirmed (spec ``malot.md``) is a parameter here."""
+node runs. Every choice the paper leaves open is a parameter here."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class SoundnessParams(ParamsModel):
 
 
 class LotParams(ParamsModel):
-    """The small LoT-Solver trained here (spec section 5), one per seed."""
+    """The small LoT-Solver trained here (LoT-TL in miniature), one per seed."""
 
     enabled: bool = True
     d_model: int = Field(default=96, ge=8)

@@ -1,4 +1,4 @@
-"""Wiring of the malot pipeline (spec ``malot.md`` section 7).
+"""Wiring of the malot pipeline (docs/papers/malot.md).
 
 miniF2F statements -> fragment coverage; synthetic theorems and correction records -> MA-LoT and
 whole-proof sampling on the same theorems at equal generation count, one node per seed shard

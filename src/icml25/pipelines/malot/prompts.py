@@ -1,4 +1,4 @@
-"""Prover and corrector prompts and the Long-CoT control of MA-LoT (spec ``malot.md`` 1.1, 1.2).
+"""Prover and corrector prompts and the Long-CoT control of MA-LoT (docs/papers/malot.md).
 
 The templates are written in this project's own words with the structure and slots of the paper's:
 prover = BOS + system prompt (solve WITH long chain-of-thought; reason in ``<Thought>``, Lean code

@@ -1,4 +1,4 @@
-"""Soundness checks of MiniLean (spec ``malot.md`` section 8).
+"""Soundness checks of MiniLean (docs/papers/malot.md, "Metrics").
 
 - :data:`FALSE_SUITE`: false (or, for ``sorry``, unproved) statements with the proofs that probe
   Lean's conventions (truncated ℕ subtraction, total division, Euclidean ``%``) and the decision

@@ -1,12 +1,12 @@
-"""The model-free reference agents (spec ``malot.md`` section 2): a tactic-portfolio prover and a
-rule-based corrector.
+"""The model-free reference agents (docs/papers/malot.md, "Baselines"): a tactic-portfolio
+prover and a rule-based corrector.
 
 The prover samples whole proofs from a portfolio of closing tactics (``norm_num``, ``linarith``,
 ``nlinarith`` with square hints over variable pairs, ``ring_nf``, ``omega``, ``positivity`` ...)
 without replacement, weighted by a fixed prior; it never looks at the statement's structure
 beyond its variable and hypothesis names, like a prover that has not yet seen Lean's feedback.
 The corrector reads the failed proof and Lean's error messages and maps the error class to an
-edit (spec: linarith failed -> nlinarith with square hints or ``constructor <;> linarith`` on a
+edit (linarith failed -> nlinarith with square hints or ``constructor <;> linarith`` on a
 conjunction, ring failed -> ring_nf then linarith, unknown identifier -> rename, unsolved goals
 after ``constructor`` -> close every goal, omega on a field -> linarith, no progress -> the
 substitution ``norm_num [hyps]``). Both are seeded and deterministic for a fixed seed.
@@ -64,8 +64,7 @@ def portfolio(statement: str, rng: np.random.Generator) -> list[tuple[str, float
 
 
 class PortfolioProver:
-    """Samples ``n`` distinct portfolio proofs for a statement (spec "Symbolic tactic-portfolio
-    prover"); ``generations`` counts every sampled proof."""
+    """Samples ``n`` distinct portfolio proofs for a statement; ``generations`` counts every sampled proof."""
 
     name = "portfolio"
 
@@ -87,7 +86,7 @@ class PortfolioProver:
 
 
 class RuleCorrector:
-    """Maps the verifier's error class to an edit of the failed proof (spec section 2)."""
+    """Maps the verifier's error class to an edit of the failed proof."""
 
     name = "rules"
 

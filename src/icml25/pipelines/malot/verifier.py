@@ -1,4 +1,4 @@
-"""Verifier backends behind one contract (spec ``malot.md`` sections 1.1 and 3).
+"""Verifier backends behind one contract (docs/papers/malot.md).
 
 ``check(code) -> {errors, warnings, sorries, pass, complete, verify_time, system_error,
 verdict}``; accuracy counts ``complete``. Verdicts are cached by sha256 of the code, so identical
