@@ -33,7 +33,8 @@ OUTSIDE = re.compile(
     r"|\bspecs?\s+(?:tests?|sections?|anchors?|numerics|pitfalls?|regime|defaults?|values?"
     r"|data|steps?|eqs?\b|equations?|says|states|asks|gives|leaves|marks|requires|lists"
     r"|fixes|names|wants|calls|defines|\d|\"|`)"            # "spec test 3", "spec ``x.md``"
-    r"|(?:^|(?<=[\s\"'`]))\(" + _WORD +                     # "(spec tests 1-3)", "(spec)"
+    r"|(?:^|(?<=[\s\"'`]))\(specs?\b(?![\w.\[(=,])"       # "(spec tests 1-3)", "(spec)"
+    r"|\(specs?,\s*[\"`§]"                                  # '(spec, "Data")'
     r"|(?:#|\"\"\")\s*" + _WORD +                           # "# spec: ...", '"""Spec: ...'
     r"|(?<!\{)\*\*" + _WORD + r"|;\s*" + _WORD +            # "**Spec**", "Sec. 4; spec"
     r"|(?<=[\"'])specs?(?=[\"'])",                          # a setting named after it: "spec"
@@ -65,7 +66,7 @@ def test_the_pattern_tells_a_cited_document_from_the_other_uses_of_the_word():
     cited = ["see shared/specs/acorn.md", "(specs/wavetoken.md, \"Data\")", "as the spec says",
              "the spec's pipeline", "spec §1.4", "(spec tests 1-3)", "spec test 8",
              "(spec ``acorn.md`` \"Tests\")", "# spec: ~300 tokens", '"""Spec: occupancy',
-             "Sec. 4; spec", "(spec)", "spec step 3", "spec eq. 10", "the room's spec",
+             "Sec. 4; spec", "(spec)", '(spec, "Data" A)', "spec step 3", "spec eq. 10", "the room's spec",
              "medium_log: Literal[\"continuous\", \"spec\"]", "Spec value: L1 error"]
     fine = ["spectral norm", "the spectrum", "specific", "specified", "inspect", "respect",
             "spec = margin_spec(y, 10)", "ibp(ops, lower, upper, spec).lower",
@@ -74,7 +75,8 @@ def test_the_pattern_tells_a_cited_document_from_the_other_uses_of_the_word():
             "importlib.util.find_spec(package)", "SpeakerSpec(\"\", split)",
             "@pytest.mark.parametrize(\"spec, match\", [", "spec.method", "spec[\"first\"]",
             "specs = [c.model_dump() for c in p.claims]",
-            "the last layer with the spec matrix folded in"]
+            "the last layer with the spec matrix folded in",
+            "for (spec, utt, kind, text), x in zip(jobs, audio, strict=True):"]
     assert [s for s in cited if not OUTSIDE.search(s)] == []
     assert [s for s in fine if OUTSIDE.search(s)] == []
 
