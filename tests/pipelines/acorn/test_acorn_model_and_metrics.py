@@ -1,4 +1,4 @@
-"""Encoder features and shapes, metrics on hand-made cases, QA templates (spec "Tests" 6, 8)."""
+"""Encoder features and shapes, metrics on hand-made cases, QA templates."""
 
 from __future__ import annotations
 

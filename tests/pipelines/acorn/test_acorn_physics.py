@@ -1,4 +1,4 @@
-"""The channel simulator against closed forms (spec ``acorn.md`` "Tests" 1-5, 7, 9)."""
+"""The channel simulator against closed forms (Doppler, delays, geometry, tail, DRR, FMCW, ISM)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_reverb_tail_t60_and_none_class():
     for t60 in (0.3, 0.8):
         tails = [ch.reverb_tail(int(2.0 * FS), t60, 0.03, rng) for _ in range(4)]
         # T60 is quoted at mid frequency: the 500 Hz octave decays at exactly T60, the
-        # 2 kHz octave at 0.75·T60 (the band shape of the spec); the decay is fitted on the
+        # 2 kHz octave at 0.75·T60 (the project's band shape); the decay is fitted on the
         # Schroeder curve of four independent tails (one per microphone of a 4-mic array)
         for fc, shape in ((500.0, 1.0), (2000.0, 0.75)):
             sos = butter(4, [fc / np.sqrt(2) / (FS / 2), fc * np.sqrt(2) / (FS / 2)],

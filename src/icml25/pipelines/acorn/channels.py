@@ -1,4 +1,4 @@
-"""ACORN's component-level channel simulator (spec ``acorn.md`` §1; paper arXiv 2506.08524 §3).
+"""ACORN's component-level channel simulator (paper arXiv 2506.08524 §3; ``docs/papers/acorn.md``).
 
 The received signal at microphone m is ``y_m(t) = Σ_i α_i s(t − τ_i,m) + (R_m ⊛ s)(t) + n_m(t)``:
 a line-of-sight tap, early reflections, an exponentially decaying reverberation tail in six
@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.signal import butter, sosfilt, sosfreqz
 
 SPEED_OF_SOUND = 343.0
 FS = 16_000
 OCTAVE_CENTRES = (125.0, 250.0, 500.0, 1000.0, 2000.0, 4000.0)
-#: T60 of band b relative to the broadband T60 (spec §1.3; the band shape is our choice).
+#: T60 of band b relative to the broadband T60 (the band shape is the project's choice).
 OCTAVE_T60_SHAPE = (1.3, 1.15, 1.0, 0.9, 0.75, 0.6)
 
 
@@ -34,7 +33,7 @@ def _window_sinc(x: np.ndarray, half_width: float) -> np.ndarray:
 
 def add_tap(h: np.ndarray, delay: float, gain: float, taps: int = 33) -> None:
     """Add ``gain · δ(n − delay)`` to the impulse response ``h`` in place (fractional ``delay``
-    in samples) as a Hann-windowed sinc of ``taps`` taps (spec §1.1)."""
+    in samples) as a Hann-windowed sinc of ``taps`` taps."""
     half = taps // 2
     centre = int(np.floor(delay))
     idx = np.arange(centre - half, centre + half + 2)
@@ -61,7 +60,7 @@ def fractional_delay(x: np.ndarray, delay: float) -> np.ndarray:
 
 def sinc_interpolate(s: np.ndarray, positions: np.ndarray, taps: int = 16) -> np.ndarray:
     """Band-limited value of ``s`` at fractional sample ``positions`` (Hann-windowed sinc of
-    ``taps`` taps; zero outside the signal). Used by the Doppler renderer (spec §1.4)."""
+    ``taps`` taps; zero outside the signal). Used by the Doppler renderer."""
     s = np.asarray(s, dtype=np.float64)
     positions = np.asarray(positions, dtype=np.float64)
     base = np.floor(positions).astype(np.int64)
@@ -76,12 +75,12 @@ def sinc_interpolate(s: np.ndarray, positions: np.ndarray, taps: int = 16) -> np
 # ----------------------------------------------------------------------------- Doppler
 def doppler_shift_percent(v: float | np.ndarray, c: float = SPEED_OF_SOUND) -> np.ndarray:
     """Label Δf% = 100(f'/f − 1) = −100 v/(c + v) of a source receding at radial speed v
-    (emission-time model, spec §1.4)."""
+    (emission-time model)."""
     return -100.0 * np.asarray(v, dtype=float) / (c + np.asarray(v, dtype=float))
 
 
 def speed_from_shift(shift_percent: float | np.ndarray, c: float = SPEED_OF_SOUND) -> np.ndarray:
-    """Inverse of :func:`doppler_shift_percent`: v = −c Δ/(100 + Δ) (spec "Derived reporting")."""
+    """Inverse of :func:`doppler_shift_percent`: v = −c Δ/(100 + Δ)."""
     d = np.asarray(shift_percent, dtype=float)
     return -c * d / (100.0 + d)
 
@@ -97,7 +96,7 @@ def render_moving_source(s: np.ndarray, v: float, d0: float, n_out: int, fs: int
                          c: float = SPEED_OF_SOUND, start: float = 0.0, t0: float = 0.0,
                          taps: int = 16) -> np.ndarray:
     """``y(t) = s(u)/d(u)`` with ``d(u) = d0 + v u`` and emission time ``u = (t − d0/c)/(1 + v/c)``
-    (spec §1.4), for receiver times ``t = t0 + k/fs``. Sample 0 of ``s`` is emitted at
+    (the emission-time model), for receiver times ``t = t0 + k/fs``. Sample 0 of ``s`` is emitted at
     ``u = −start`` (the source sounds before the clip). Band-limited interpolation of ``s``."""
     check_speed(v, c)
     if d0 <= 0:
@@ -155,7 +154,7 @@ def check_scene(room: Room, source: np.ndarray, mics: np.ndarray) -> None:
 
 def source_position(centre: np.ndarray, distance: float, azimuth_deg: float) -> np.ndarray:
     """A source at ``distance`` from the array centre, azimuth measured from −x (towards mic 1),
-    in the array's horizontal plane (spec §1.5)."""
+    in the array's horizontal plane."""
     th = np.deg2rad(azimuth_deg)
     return np.asarray(centre, dtype=float) + distance * np.array([-np.cos(th), np.sin(th), 0.0])
 
@@ -169,7 +168,7 @@ def tdoa_samples(source: np.ndarray, mics: np.ndarray, fs: int = FS,
 
 def azimuth_from_tdoa(tdoa: np.ndarray, spacing: float, fs: int = FS,
                       c: float = SPEED_OF_SOUND) -> np.ndarray:
-    """Far-field angle θ̂ = arccos(clip(τ̂ c/(d fs), ±1)) in degrees (spec "Derived reporting")."""
+    """Far-field angle θ̂ = arccos(clip(τ̂ c/(d fs), ±1)) in degrees."""
     return np.rad2deg(np.arccos(np.clip(np.asarray(tdoa) * c / (spacing * fs), -1.0, 1.0)))
 
 
@@ -199,6 +198,7 @@ def image_sources(room: Room, source: np.ndarray, max_order: int = 2) -> np.ndar
 def _octave_gains(n: int, fs: int) -> np.ndarray:
     """|H_b(f)|² of the six 4th-order Butterworth octave band-passes on an ``n``-point rfft grid:
     zero-phase (forward-backward) filtering in the frequency domain."""
+    from scipy.signal import butter, sosfreqz
     nyq = fs / 2.0
     freqs = np.fft.rfftfreq(n, 1.0 / fs)
     gains = []
@@ -212,7 +212,7 @@ def _octave_gains(n: int, fs: int) -> np.ndarray:
 
 def reverb_tail(n: int, t60: float, onset: float, rng: np.random.Generator, fs: int = FS,
                 ramp_s: float = 0.005) -> np.ndarray:
-    """Six-band exponentially decaying noise tail R(τ) (spec §1.3): octave band b of white noise
+    """Six-band exponentially decaying noise tail R(τ): octave band b of white noise
     (4th-order Butterworth, zero-phase) decays as 10^(−3(τ−τ_mix)/T60_b) after ``onset``
     (seconds, τ_mix), with a raised-cosine 5 ms onset."""
     if t60 <= 0:
@@ -246,7 +246,8 @@ def energy_decay_t60(h: np.ndarray, fs: int = FS, lo_db: float = -5.0,
 def obstruct(h_direct: np.ndarray, attenuation_db: float, cutoff_hz: float,
              fs: int = FS) -> np.ndarray:
     """Diffraction round an obstacle: attenuate the direct path and low-pass it (2nd-order
-    Butterworth, causal) — our NLOS model (spec §1.1; the paper's is unconfirmed)."""
+    Butterworth, causal) — the project's NLOS model (the paper's is not stated)."""
+    from scipy.signal import butter, sosfilt
     sos = butter(2, cutoff_hz / (fs / 2.0), btype="lowpass", output="sos")
     return sosfilt(sos, h_direct) * 10.0 ** (-attenuation_db / 20.0)
 
@@ -289,7 +290,7 @@ def convolve_clip(s: np.ndarray, h: np.ndarray, n_out: int) -> np.ndarray:
 # ---------------------------------------------------------------------------- ranging
 def fmcw_chirp(f0: float = 2000.0, f1: float = 6000.0, duration: float = 0.04,
                fs: int = FS) -> np.ndarray:
-    """The known probe: a Hann-tapered linear chirp f0 → f1 (spec §1.7, our choice)."""
+    """The known probe: a Hann-tapered linear chirp f0 → f1 (the project's choice)."""
     n = round(duration * fs)
     t = np.arange(n) / fs
     phase = 2 * np.pi * (f0 * t + 0.5 * (f1 - f0) / duration * t ** 2)

@@ -1,4 +1,4 @@
-"""Classical signal-processing baselines (spec ``acorn.md`` "Baselines" (3); not in the paper,
+"""Classical signal-processing baselines (not in the paper,
 but strong and needed for an honest comparison): GCC-PHAT for the TDoA, a template-sum FFT peak
 for the Doppler shift of a catalogue source, a matched filter for FMCW range, and logistic
 regression on blind features for LOS and multipath."""

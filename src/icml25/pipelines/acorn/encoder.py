@@ -1,4 +1,4 @@
-"""The ACORN audio encoder, small version (spec ``acorn.md`` §3; paper §4, Figure 2).
+"""The ACORN audio encoder, small version (paper §4, Figure 2; ``docs/papers/acorn.md``).
 
 The paper's encoder feeds three STFT maps per frame — magnitude M = |X| and the phase as
 S = sin∠X, C = cos∠X (sin/cos avoid the ±π wrap) — through separate Conv1d branches, fuses
@@ -8,7 +8,7 @@ is a per-bin phase difference of 2πk/254 that is nearly absent from |X|, and a 
 identical network with the two phase branches removed (the magnitude-only control standing in
 for the Whisper encoder).
 
-The readout (A) of the spec: a learned task token and a source token (the Doppler catalogue
+The readout, in place of the LLM: a learned task token and a source token (the Doppler catalogue
 entry named in the question) are prepended to the audio tokens; the output at the task token
 feeds one small MLP head per task.
 """
@@ -98,7 +98,7 @@ def sinusoidal_positions(n: int, d: int, device=None) -> torch.Tensor:
 
 class AcornEncoder(nn.Module):
     """Magnitude(+phase) STFT encoder: per-map Conv1d branch + GELU, fusion convs (the second
-    with stride 2), sinusoidal positions, pre-LN Transformer (spec §3 pseudo-code).
+    with stride 2), sinusoidal positions, pre-LN Transformer.
 
     ``mc_mode="stack"``: channels stacked on the feature axis (each branch's first conv sees
     C·128 inputs). ``mc_mode="tokens"``: a shared per-channel front end plus a learned channel

@@ -1,4 +1,4 @@
-"""Scoring of every variant's predictions with the paper's metrics (spec ``acorn.md`` §2)."""
+"""Scoring of every variant's predictions with the paper's metrics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The paper's metrics (spec ``acorn.md`` §2 table) and the derived physical errors.
+"""The paper's metrics and the derived physical errors.
 
 BCA / TCA: accuracy of the LOS (binary) and multipath (3-class) answers; MAE_f: mean absolute
 error of Δf% in percentage points; MAE_t: mean absolute TDoA error in samples; REP: mean

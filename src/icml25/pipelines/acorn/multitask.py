@@ -1,4 +1,4 @@
-"""Multitask training and prediction of :class:`AcornModel` (spec ``acorn.md`` §3, readout A).
+"""Multitask training and prediction of :class:`AcornModel` (task-head readout).
 
 Round-robin task batches: every epoch each task's training items are shuffled into batches of
 one task, and the batches of all tasks are interleaved; the loss of a batch is its task's loss

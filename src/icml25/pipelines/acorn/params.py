@@ -1,6 +1,6 @@
 """Parameters of the acorn pipeline (``conf/*/parameters_acorn.yml``), validated once.
 
-Every choice the paper leaves unconfirmed (spec ``acorn.md``) is a parameter here; physically
+Every choice the paper leaves open (see ``docs/papers/acorn.md``) is a parameter here; physically
 impossible settings (a speed at or above the speed of sound, an array as wide as the room) are
 refused before any work.
 """

@@ -1,4 +1,4 @@
-"""Wiring of the acorn pipeline (spec ``acorn.md``, "Kedro pipeline sketch").
+"""Wiring of the acorn pipeline (see ``docs/papers/acorn.md``).
 
 speech + synthetic sources -> scene metadata (AQA-PHY records) -> rendered clips -> one train
 + predict node pair per encoder variant and seed shard (namespace ``acorn.<variant>.shard_<k>``;

@@ -1,4 +1,4 @@
-"""AQA-PHY-style question/answer text (spec ``acorn.md`` §2): paraphrased question templates
+"""AQA-PHY-style question/answer text: paraphrased question templates
 per task, templated answers that carry the label, and a regex parser that reads the label back
 from an answer (paper: closed-ended answers such as "Yes"/"No" or "shifted by −3.41%")."""
 

@@ -1,4 +1,4 @@
-"""AQA-PHY scene metadata and rendering (spec ``acorn.md`` §1–2, "Data").
+"""AQA-PHY scene metadata and rendering (paper §3; ``docs/papers/acorn.md``, "Data").
 
 A scene is one metadata row: the task, the physical parameters that set its label and a
 per-item seed for everything else. :func:`render_item` turns a row into a multichannel clip
@@ -201,7 +201,7 @@ def _geometry(row) -> tuple[ch.Room, np.ndarray, np.ndarray]:
 def component_cir(row, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per-mic CIRs (direct part, remaining part), each (n_mics, CIR_SECONDS·fs): LOS tap,
     image-source early reflections, six-band tail scaled to the row's DRR; NLOS removes or
-    obstructs the direct tap after scaling (spec §1.1–1.3)."""
+    obstructs the direct tap after scaling."""
     room, src, mics = _geometry(row)
     n = int(CIR_SECONDS * FS)
     direct = np.zeros((len(mics), n))

@@ -1,4 +1,4 @@
-"""Dry sound sources for the channel simulator (spec ``acorn.md`` "Data").
+"""Dry sound sources for the channel simulator (``docs/papers/acorn.md``, "Data").
 
 The paper convolves simulated channels with AudioSet clips; nothing is downloaded here, so the
 source bank holds offline speech (Debian espeak-ng and flite through :mod:`icml25.core.speech`),
@@ -84,7 +84,7 @@ class TonalSource:
         return self.partials[0]
 
 
-#: The fixed Doppler catalogue (spec §2, default 6 sources).
+#: The fixed Doppler catalogue (6 named sources with known rest frequencies).
 TONAL_CATALOGUE = (
     TonalSource("beacon", (1000.0,), (1.0,)),
     TonalSource("horn", (440.0, 880.0, 1320.0), (1.0, 0.5, 0.25)),
@@ -111,7 +111,7 @@ def render_tonal(source: TonalSource, n: int, rng: np.random.Generator,
 
 
 def synthetic_source(family: str, n: int, rng: np.random.Generator, fs: int = FS) -> np.ndarray:
-    """One item of a synthetic family (spec "Synthetic families"), unit RMS."""
+    """One item of a synthetic family, unit RMS."""
     t = np.arange(n) / fs
     if family == "tone":
         x = np.sin(2 * np.pi * rng.uniform(200, 3000) * t + rng.uniform(0, 2 * np.pi))
@@ -200,8 +200,8 @@ def synthesize_plan(plan: pd.DataFrame, progress: bool = False) -> list[np.ndarr
     return out
 
 
-#: Real recordings shipped inside PyPI wheels (spec ``acorn.md`` "Data"): package → file inside
-#: it, and the duration the spec states (CMU ARCTIC a0007, 4.0 s; amfm_decompy's sample, 0.9 s).
+#: Real recordings shipped inside PyPI wheels: package → file inside it, and its expected
+#: duration (CMU ARCTIC a0007, 4.0 s; amfm_decompy's sample, 0.9 s).
 PACKAGED_WAVS = {"pysptk": ("example_audio_data/arctic_a0007.wav", 4.0),
                  "amfm_decompy": ("sample.wav", 0.9)}
 
