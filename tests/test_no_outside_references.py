@@ -2,9 +2,10 @@
 
 The rooms were written from per-paper input notes that live outside the repository; a user who
 clones it has only the papers, the code and ``docs/``. So no tracked text file may name the
-notes' folder (``shared/specs``, ``specs/<name>.md``) or cite them as a document ("the spec",
-"spec test 3", "spec §2", "(spec: ...)", "the spec's ..."). Docstrings cite the paper (section,
-equation, table) or the room's docs page ``docs/papers/<name>.md`` instead.
+notes' folder (``shared/specs``, ``specs/<name>.md``) or the design note beside them
+(``DESIGN.md``; the repository's own is ``docs/architecture.md``), or cite the notes as a
+document ("the spec", "spec test 3", "spec §2", "(spec: ...)", "the spec's ..."). Docstrings
+cite the paper (section, equation, table) or the room's docs page ``docs/papers/<name>.md``.
 
 The pattern is tuned so that the word's other uses pass: ``spectral``, ``spectrum``,
 ``specific``, ``specified``, ``inspect``, ``respect``, and ``spec`` as a code identifier (a
@@ -26,7 +27,8 @@ SKIP = re.compile(r"^(README\.md|CHANGELOG[^/]*|CHANGELOG\.d/.*|tests/test_no_ou
 
 _WORD = r"specs?\b(?![\w.\[(=])"  # the word, not an identifier, attribute, call or assignment
 OUTSIDE = re.compile(
-    r"shared/specs|\bspecs/"                                # the notes' folder or a file in it
+    r"shared/specs|\bspecs/|\bDESIGN\.md\b"                 # the notes' folder, a file in it,
+                                                            # the design note beside them
     r"|\bthe\s+specs?\b(?!\s+matri)|\bspecs?'s?(?=\s)"       # "the spec", "the spec's"
     r"|\bspecs?\s*§"                                        # "spec §2"
     r"|\b(?:this|that|our|input|paper's|per-paper|room's)\s+specs?\b"
@@ -67,7 +69,7 @@ def test_the_pattern_tells_a_cited_document_from_the_other_uses_of_the_word():
              "the spec's pipeline", "spec §1.4", "(spec tests 1-3)", "spec test 8",
              "(spec ``acorn.md`` \"Tests\")", "# spec: ~300 tokens", '"""Spec: occupancy',
              "Sec. 4; spec", "(spec)", '(spec, "Data" A)', "spec step 3", "spec eq. 10", "the room's spec",
-             "medium_log: Literal[\"continuous\", \"spec\"]", "Spec value: L1 error"]
+             "(DESIGN.md: never pickled modules)", "medium_log: Literal[\"continuous\", \"spec\"]", "Spec value: L1 error"]
     fine = ["spectral norm", "the spectrum", "specific", "specified", "inspect", "respect",
             "spec = margin_spec(y, 10)", "ibp(ops, lower, upper, spec).lower",
             "evaluate_claim({**spec, \"margin\": 0.2}, METRICS)", "for spec in specs:",
