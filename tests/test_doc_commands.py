@@ -36,7 +36,10 @@ def doc_files() -> list[Path]:
 
 
 def shell_commands(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, command)`` of every command line in the shell code blocks of ``text``."""
+    """``(line number, command)`` of every command line in the shell code blocks of ``text``.
+
+    Unlabelled blocks also hold directory trees and sketches: from those, only lines whose
+    first word is one of the project's tools count as commands."""
     fence: str | None = None
     lang = ""
     pending, start = "", 0
@@ -60,7 +63,10 @@ def shell_commands(text: str) -> Iterator[tuple[int, str]]:
             pending += stripped[:-1] + " "
             continue
         command, pending = (pending + stripped).strip(), ""
-        if command and not command.startswith("#"):
+        if not command or command.startswith("#"):
+            continue
+        if lang or re.match(r"(?:[A-Za-z_]\w*=\S*\s+)*(?:kedro|make|dvc|mlflow|torchrun|python3?)\s",
+                            command + " "):
             yield start, command
 
 
@@ -229,7 +235,8 @@ def check(words: list[str]) -> list[str]:
 
 def test_the_extractor_reads_blocks_joins_lines_and_drops_prompts_and_comments():
     text = ("intro\n```bash\n$ kedro run --pipeline=a \\\n  --env=test   # fast\n# a comment\n"
-            "```\n```python\nkedro run --pipeline=b\n```\n```\nOMP_NUM_THREADS=1 make test\n```\n")
+            "```\n```python\nkedro run --pipeline=b\n```\n```\nOMP_NUM_THREADS=1 make test\n"
+            "src/  the code's folder, don't\n```\n")
     found = [(n, split_command(c)) for n, c in shell_commands(text)]
     assert found == [(3, ["kedro", "run", "--pipeline=a", "--env=test"]),
                      (11, ["make", "test"])]
