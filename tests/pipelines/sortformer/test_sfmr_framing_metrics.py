@@ -1,4 +1,4 @@
-"""Framing and RTTM round trip, DER with pyannote, cpWER, post-processing (spec tests 4-6, 10)."""
+"""Framing and RTTM round trip, DER with pyannote, cpWER, post-processing."""
 
 from __future__ import annotations
 

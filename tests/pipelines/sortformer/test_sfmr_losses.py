@@ -1,4 +1,4 @@
-"""Sort Loss, PIL and hybrid: the spec's known answers, ties, invariances (spec tests 1-3)."""
+"""Sort Loss, PIL and hybrid: known answers computed by hand, ties, invariances."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Diarizer shape/positions, sinusoidal kernels, SST, features and resampling (spec tests 7-8)."""
+"""Diarizer shape/positions, sinusoidal kernels, SST, features and resampling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speaker bank and session simulator (spec test 9, disjoint speakers, determinism)."""
+"""Speaker bank and session simulator (overlap/silence ratios, disjoint speakers, determinism)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Classical clustering diarizer (spec "Baselines" (2)): the non-neural reference point.
+"""Classical clustering diarizer: the non-neural reference point.
 
 energy VAD (25 ms frames, speech if above ``vad_db`` below the loudest frame) -> 1.5 s windows with
 0.75 s hop over the recording -> embedding = mean and std of MFCC(20) and their deltas over the

@@ -1,4 +1,4 @@
-"""Training and inference of the diarizer with PIL, Sort Loss or the hybrid (spec sections 1-2).
+"""Training and inference of the diarizer with PIL, Sort Loss or the hybrid.
 
 Batches are a pure function of the step (a per-epoch permutation drawn from the seed), so the
 shared loop in :mod:`icml25.core.training` can resume exactly. Optimiser: AdamW with betas

@@ -1,4 +1,4 @@
-"""Log-mel features of the diarizer and the ASR encoder (spec section 2, first bullet).
+"""Log-mel features of the diarizer and the ASR encoder (the official front end's framing).
 
 Audio peak-normalised (``x / (max|x| + 1e-3)``) at 16 kHz; 25 ms Hann window, 10 ms hop,
 n_fft 512, HTK mel filterbank, log, per-utterance per-feature normalisation. Audio at another

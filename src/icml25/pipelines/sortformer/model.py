@@ -1,10 +1,10 @@
-"""The small Sortformer-style diarizer (spec "Small model").
+"""The small Sortformer-style diarizer (see ``docs/papers/sortformer.md``).
 
 log-mel -> three Conv2d(3x3, stride 2, ReLU) (x8 -> 80 ms frames) -> Linear -> + sinusoidal
 absolute positions -> pre-LN Transformer encoder (or ``conformer_lite`` blocks: MHSA + depthwise
 conv k=9 + FFN) with a key-padding mask -> head ReLU, Linear(d, d), ReLU, Linear(d, K) -> sigmoid.
 Positions are required: self-attention alone is permutation-equivariant in time and could not
-tell who spoke first (spec section 1). Head init: xavier-uniform, bias 0.01 (as NeMo).
+tell who spoke first. Head init: xavier-uniform, bias 0.01 (as NeMo).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Multi-speaker ASR with speaker supervision through sinusoidal kernels (spec section 3).
+"""Multi-speaker ASR with speaker supervision through sinusoidal kernels.
+
+See ``docs/papers/sortformer.md``.
 
 - Word mixtures (LibriSpeechMix style): 1-3 speakers, each says 2-5 isolated words with 0.1-0.3 s
   pauses; speaker j starts U(0.5, 2.0) s after speaker j-1 began (overlap allowed).
@@ -6,7 +8,8 @@
   ``<spkK>`` where K is the speaker's arrival index.
 - Kernels: ``Gamma[k, z] = sin(2 pi (k+1) (z+1) / M)`` (k = 0..K-1, z = 0..M-1; rows orthogonal,
   ``Gamma Gamma^T = (M/2) I``). Injection ``A~ = A / ||A||_2 + kernel_scale * Gamma^T P`` with the
-  norm per frame over the M dims (spec default for the unconfirmed axis); ``unit_rows`` scales the
+  norm per frame over the M dims (the project's default; the paper does not state the axis);
+  ``unit_rows`` scales the
   rows to unit norm (ablation).
 - AED: log-mel -> conv x8 -> + positions -> Transformer encoder (A) -> injection -> 2-layer
   Transformer decoder over the token vocabulary, token CE with label smoothing, greedy decoding.

@@ -1,6 +1,6 @@
 """Parameters of the sortformer pipeline (``conf/*/parameters_sortformer.yml``), validated once.
 
-Every choice the spec leaves unconfirmed is a parameter here (kernel axis/scale, injection
+Every choice the paper leaves open is a parameter here (kernel axis/scale, injection
 point, PIL matching rule, post-processing search).
 """
 

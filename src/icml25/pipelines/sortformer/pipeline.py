@@ -1,4 +1,4 @@
-"""Wiring of the sortformer pipeline (spec ``sortformer.md``, "Kedro pipeline sketch").
+"""Wiring of the sortformer pipeline (see ``docs/papers/sortformer.md``).
 
 speaker bank -> sessions (+RTTM, stats) -> features -> one training node per loss variant and
 seed shard (namespace ``sortformer.<variant>.shard_<k>``: pil, sort, hybrid; shard ``k`` of ``n``

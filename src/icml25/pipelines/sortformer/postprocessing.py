@@ -1,4 +1,4 @@
-"""Per-channel post-processing of speaker probabilities (spec section 2, last bullet; TS-VAD style).
+"""Per-channel post-processing of speaker probabilities (TS-VAD style, as the paper's inference).
 
 For each output channel: hysteresis binarisation (a segment starts when p >= onset and ends when
 p < offset), pad each segment by ``pad_onset`` before and ``pad_offset`` after, fill gaps shorter

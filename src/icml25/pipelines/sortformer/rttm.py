@@ -1,9 +1,10 @@
-"""Reference segments, 80 ms label frames and RTTM text (spec section 2, "Labels").
+"""Reference segments, 80 ms label frames and RTTM text.
 
 Frame k covers ``[k*frame_s, (k+1)*frame_s)``; it is active for a speaker when at least half of
 its 10 ms sub-frames are covered by that speaker's speech: the mean of the eight sub-frames must
-exceed 0.5 (a strict majority, so a frame half covered is inactive, as in the spec's test 4). Speaker columns are in arrival order (first onset first). The same window
-rule turns frames back into segments, so frames -> RTTM -> frames is the identity.
+exceed 0.5 (a strict majority, so a frame half covered is inactive). Speaker columns are in
+arrival order (first onset first). The same window rule turns frames back into segments, so
+frames -> RTTM -> frames is the identity.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 DER = (miss + false alarm + confusion) / reference speech, overlap included, optimal speaker
 mapping, from ``pyannote.metrics.diarization.DiarizationErrorRate(collar=2c, skip_overlap=False)``:
 pyannote's collar is the total no-score width around each boundary, so the md-eval "collar
-0.25 s" is ``collar=0.5`` (spec "Metrics").
+0.25 s" is ``collar=0.5``.
 
 cpWER (concatenated minimum-permutation WER): per-speaker transcripts are concatenated, the
 hypothesis speakers are matched to the reference speakers by the permutation with the fewest

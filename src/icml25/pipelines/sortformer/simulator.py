@@ -1,4 +1,4 @@
-"""Simulated multi-speaker conversations from the TTS speaker bank (spec "Data": session simulator).
+"""Simulated multi-speaker conversations from the TTS speaker bank (the session simulator).
 
 A session of length L: the number of speakers n ~ Categorical(count_weights) over {1..4}; the
 first n turns visit the n speakers in random order (this fixes the arrival order), later turns

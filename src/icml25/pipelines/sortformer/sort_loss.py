@@ -1,4 +1,4 @@
-"""Sort Loss, permutation-invariant loss (PIL) and their hybrid (Sortformer, spec section 1).
+"""Sort Loss, permutation-invariant loss (PIL) and their hybrid (see ``docs/papers/sortformer.md``).
 
 Reference ``Y`` in {0,1}^{B x T x K}, predictions ``P`` in [0,1]^{B x T x K}.
 
@@ -69,7 +69,7 @@ def _match_scores(y: torch.Tensor, p: torch.Tensor, perms: torch.Tensor,
 
 def ats_targets(y: torch.Tensor, p: torch.Tensor, lengths: torch.Tensor | None = None
                 ) -> torch.Tensor:
-    """Arrival-time-sorted reference ``Y^ATS`` (spec section 1), ties broken by the dot match."""
+    """Arrival-time-sorted reference ``Y^ATS``, ties broken by the dot match."""
     _check(y, p)
     p = p.detach()
     perms = _permutations(y.shape[2]).to(y.device)

@@ -1,4 +1,4 @@
-"""Speaker bank from offline TTS (spec "Data": speaker bank, splits by speaker).
+"""Speaker bank from offline TTS, split by speaker.
 
 A "speaker" is a fixed synthesiser identity: engine + voice + variant + pitch + rate + a warp
 factor (resampling by 0.92..1.08 shifts formants and pitch together; it is the only trait flite
@@ -41,7 +41,7 @@ CONVERSATION_WORDS = (
     "again", "already", "soon", "together",
 )
 
-#: The ASR stage's vocabulary: ten digits and fourteen command words (spec "Word-mixture set").
+#: The ASR stage's vocabulary: ten digits and fourteen command words.
 ASR_WORDS = (
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "yes", "no",
     "up", "down", "left", "right", "on", "off", "stop", "go", "start", "pause", "next", "back",
