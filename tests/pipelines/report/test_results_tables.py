@@ -54,7 +54,7 @@ def test_blocks_are_filled_from_the_results_and_stale_ones_are_named():
 def _metrics_doc():
     return {"pipeline": "alpha", "run": {"commit": "abc1234", "seeds": [0, 1, 2]},
             "metrics": {"A": {"wql": 0.51, "wql_std": 0.01, "mase": 1.23456},
-                        "B": {"wql": 0.6133333, "wql_std": 0.0152753}}}
+                        "B": {"wql": 0.6133333, "wql_std": 0.0152753, "mase": None}}}
 
 
 def test_metrics_table_rows_are_variants_and_cells_mean_plus_std():

@@ -88,9 +88,9 @@ def metrics_block(doc: Mapping[str, Any] | None, name: str, keys: Sequence[str],
         cells = []
         for key in keys:
             row = table[variant]
-            if key not in row:
+            if row.get(key) is None:  # not measured for this variant
                 cells.append("—")
-            elif f"{key}_std" in row:
+            elif row.get(f"{key}_std") is not None:
                 cells.append(f"{_number(row[key])} ± {_number(row[f'{key}_std'])}")
             else:
                 cells.append(_number(row[key]))
