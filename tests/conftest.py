@@ -41,6 +41,12 @@ def kedro_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     project.mkdir()
     shutil.copytree(PROJECT_ROOT / "conf", project / "conf", ignore=shutil.ignore_patterns("local"))
     (project / "conf" / "local").mkdir()
+    # the copy is a throw-away tree of its own: its conf/test writes data/ and mlflow.db at its
+    # root, where the end-to-end tests read them (tests/test_envs.py runs the real data/test
+    # and data/test/mlflow.db layout)
+    (project / "conf" / "test" / "globals.yml").write_text("data_root: data\n")
+    (project / "conf" / "test" / "mlflow.yml").write_text(
+        "server:\n  mlflow_tracking_uri: sqlite:///mlflow.db\n")
     for name in ("pyproject.toml", ".telemetry"):
         shutil.copy(PROJECT_ROOT / name, project / name)
     (project / "src").mkdir()  # kedro wants the folder; icml25 itself is installed

@@ -1,9 +1,11 @@
-"""Project hooks: run metadata, one MLflow experiment per pipeline, parameter validation,
+"""Project hooks: run metadata, one MLflow experiment per pipeline (tagged for MLflow 3's
+model-training view) with runs closed as FINISHED, FAILED or KILLED, parameter validation,
 rank-0-only writing under torchrun, the Dask cluster settings, and kedro-mlflow's hook with
 parameters logged once per run."""
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
 import subprocess
@@ -19,6 +21,7 @@ from kedro.pipeline import Pipeline
 from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook
 
 from icml25.core.params import validate_parameters
+from icml25.core.tracking import COMMIT_TAG, ENV_TAG, tag_experiment_kind
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,14 @@ def absolute_sqlite_uri(uri: str | None, project_path: Path) -> str | None:
     return prefix + (project_path / uri[len(prefix):]).resolve().as_posix()
 
 
+def sqlite_path(uri: str | None) -> Path | None:
+    """The file of an absolute ``sqlite:////abs/file.db`` URI; ``None`` for other URIs."""
+    prefix = "sqlite:///"
+    if not uri or not uri.startswith(prefix + "/"):
+        return None
+    return Path(uri[len(prefix):])
+
+
 def experiment_name(pipeline_names: list[str] | None) -> str:
     """``kedro run --pipeline=wavetoken`` logs to experiment ``wavetoken``; the default to ``icml25``."""
     names = [n for n in (pipeline_names or []) if n != "__default__"]
@@ -56,10 +67,13 @@ def experiment_name(pipeline_names: list[str] | None) -> str:
 
 
 class RunInfoHook:
-    """Puts ``run_info`` (config env, UTC date, git commit) into the catalog for claims headers."""
+    """Puts ``run_info`` (config env, UTC date, git commit) into the catalog for claims headers,
+    and the env and commit on the pipeline's MLflow run as tags (``icml25.env``,
+    ``icml25.commit``): the model registry reads them to register only base/local/paper runs."""
 
     def __init__(self) -> None:
         self._env: str | None = None
+        self._commit: str | None = None
         self._project_path: Path | None = None
 
     @hook_impl
@@ -69,11 +83,19 @@ class RunInfoHook:
 
     @hook_impl
     def after_catalog_created(self, catalog: DataCatalog) -> None:
+        self._commit = git_commit(self._project_path or Path.cwd())
         catalog["run_info"] = {
             "env": self._env or "local",
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git_commit(self._project_path or Path.cwd()),
+            "commit": self._commit,
         }
+
+    @hook_impl(trylast=True)
+    def before_pipeline_run(self) -> None:
+        """After kedro-mlflow has opened the pipeline run: tag it with env and commit."""
+        if mlflow.active_run() is not None:
+            mlflow.set_tags({ENV_TAG: self._env or "local", COMMIT_TAG: self._commit or
+                             git_commit(self._project_path or Path.cwd())})
 
 
 class PipelineExperimentHook:
@@ -83,20 +105,35 @@ class PipelineExperimentHook:
     ``before_pipeline_run`` (``tryfirst``), this hook switches it to the pipeline's name so each
     paper's runs live in their own experiment, with the Kedro run as the parent run.
 
+    Every experiment it points at (and kedro-mlflow's default one from ``mlflow.yml``) gets
+    MLflow 3's experiment-kind tag for model training, so the UI opens on runs and metrics,
+    not on GenAI traces.
+
     It also closes the Kedro run completely at the end: kedro-mlflow re-opens the parent run
     before every node (for thread safety), and MLflow 3 stacks each re-opening, so its single
     ``end_run`` would leave the run RUNNING and still active for the next session in the process.
+    The status says how the pipeline ended: FINISHED, FAILED (an exception, which Kedro passes
+    to ``on_pipeline_error``) or KILLED. Kedro calls neither hook for a ``KeyboardInterrupt``
+    (Ctrl-C) or ``SystemExit``; a pipeline that is still in progress when the process exits, or
+    when the next Kedro session of the same process starts, was interrupted, and its runs are
+    closed as KILLED then (instead of MLflow's exit handler marking them FINISHED).
     """
 
     def __init__(self) -> None:
         self._context: KedroContext | None = None
         self._outer_run: str | None = None
+        self._in_progress = False
+        self._exit_handler = False
 
     @hook_impl(tryfirst=True)
     def after_context_created(self, context: KedroContext) -> None:
         """Before kedro-mlflow reads ``mlflow.yml``: anchor a relative sqlite store at the project
         root, so a notebook in ``notebooks/`` or a second project in the same process never
-        opens another ``mlflow.db`` (MLflow caches stores by URI string)."""
+        opens another ``mlflow.db`` (MLflow caches stores by URI string). A pipeline of this
+        process still in progress was interrupted: its runs are closed as KILLED before
+        kedro-mlflow would adopt the still active run as the new session's."""
+        if self._in_progress:
+            self._close_runs("KILLED")
         self._context = context
         try:
             conf = context.config_loader["mlflow"]
@@ -105,24 +142,44 @@ class PipelineExperimentHook:
         server = dict(conf.get("server") or {})
         uri = server.get("mlflow_tracking_uri")
         resolved = absolute_sqlite_uri(uri, Path(context.project_path))
+        if (db := sqlite_path(resolved)) is not None:  # conf/test: data/test/mlflow.db
+            db.parent.mkdir(parents=True, exist_ok=True)
         if resolved != uri:
             server["mlflow_tracking_uri"] = resolved
             context.config_loader["mlflow"] = {**conf, "server": server}
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params: dict[str, Any]) -> None:
+        if self._in_progress:  # the previous pipeline of this process was interrupted
+            self._close_runs("KILLED")
         active = mlflow.active_run()
         self._outer_run = active.info.run_id if active else None
+        self._in_progress = True
+        if not self._exit_handler:  # after MLflow's own handler, so it runs before it
+            atexit.register(self._close_interrupted)
+            self._exit_handler = True
         config = getattr(self._context, "mlflow", None)
         if config is None:  # kedro-mlflow disabled or not installed
             return
+        client = config.server._mlflow_client
+        default = client.get_experiment_by_name(config.tracking.experiment.name)
         names = run_params.get("pipeline_names") or [run_params.get("pipeline_name")]
         config.tracking.experiment.name = experiment_name([n for n in names if n])
         config._set_experiment()  # kedro-mlflow's own routine: create/restore + activate
+        current = client.get_experiment_by_name(config.tracking.experiment.name)
+        for experiment in {e.experiment_id for e in (default, current) if e is not None}:
+            tag_experiment_kind(experiment, client)
 
     def _close_runs(self, status: str) -> None:
+        self._in_progress = False
         while (active := mlflow.active_run()) is not None and active.info.run_id != self._outer_run:
             mlflow.end_run(status)
+
+    def _close_interrupted(self) -> None:
+        """At process exit: a pipeline still in progress was interrupted (Ctrl-C, SystemExit)."""
+        if self._in_progress:
+            logger.warning("pipeline interrupted: its MLflow runs are marked KILLED")
+            self._close_runs("KILLED")
 
     @hook_impl(trylast=True)
     def after_pipeline_run(self) -> None:
@@ -162,6 +219,10 @@ class DistributedRankHook:
 
     @staticmethod
     def _rank() -> int:
+        import os
+
+        if "WORLD_SIZE" not in os.environ:  # not under torchrun: no need to import torch
+            return 0
         from icml25.core.distributed import context_from_env
 
         return context_from_env().rank

@@ -5,12 +5,19 @@ import mlflow
 import pytest
 
 from icml25.core.tracking import (
+    COMMIT_TAG,
+    ENV_TAG,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    NEWEST_ALIAS,
     check_same_metric_names,
     flatten_params,
     log_claim_counts,
     log_variants,
+    register_logged_model,
     seed_mean,
     seed_means,
+    tag_experiment_kind,
     variant_run,
     variant_run_ids,
 )
@@ -111,3 +118,85 @@ def test_nan_ok_skips_not_applicable_metrics_with_one_info_line(mlflow_tmp, capl
         log_variants("demo", metrics, roles)  # default: one warning per skipped metric
     warned = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 2 and "not logged to MLflow" in warned[0].getMessage()
+
+
+def test_training_runs_are_children_of_their_variant_run_whichever_comes_first(mlflow_tmp):
+    mlflow.set_experiment("demo")
+    with mlflow.start_run(run_name="parent") as parent:
+        # a training node logs curves before the evaluation node logs the variants
+        with variant_run("a", run_name="a/training/seed 0", role="method", pipeline="demo",
+                         params={"seed": 0}):
+            mlflow.log_metric("loss", 1.0, step=0)
+        ids = log_variants("demo", {"a": {"x": 1.0}, "b": {"x": 2.0}},
+                           roles={"a": "method", "b": "baseline"},
+                           params_by_variant={"a": {"lr": 0.1}})
+        with variant_run("b", run_name="b/training/seed 0", role="baseline", pipeline="demo"):
+            pass
+    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["demo"],
+                                                           output_format="list")}
+    assert sorted(runs) == ["a", "a/training/seed 0", "b", "b/training/seed 0", "parent"]
+    assert runs["a"].info.run_id == ids["a"]  # the run the curves made, resumed
+    assert runs["a"].data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert runs["a"].data.metrics == {"x": 1.0} and runs["a"].data.params == {"lr": "0.1"}
+    assert runs["a/training/seed 0"].data.tags["mlflow.parentRunId"] == ids["a"]
+    assert runs["a/training/seed 0"].data.params == {"seed": "0"}
+    assert runs["b/training/seed 0"].data.tags["mlflow.parentRunId"] == ids["b"]
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+
+
+def test_experiments_get_the_model_training_kind_unless_they_have_one(mlflow_tmp):
+    client = mlflow.MlflowClient()
+    plain = client.create_experiment("plain")
+    assert tag_experiment_kind(plain) is True
+    assert client.get_experiment(plain).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    assert EXPERIMENT_KIND == "custom_model_development"
+    chosen = client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    assert tag_experiment_kind(chosen) is False
+    assert client.get_experiment(chosen).tags[EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+MODEL_CODE = """
+import mlflow
+
+
+class Identity(mlflow.pyfunc.PythonModel):
+    def predict(self, context, model_input, params=None):
+        return model_input
+
+
+mlflow.models.set_model(Identity())
+"""
+
+
+def _log_and_register(tmp_path, env: str | None, commit: str = "abc1234"):
+    code = tmp_path / "identity_model.py"  # a model logged from code, not pickled
+    code.write_text(MODEL_CODE)
+    with mlflow.start_run(run_name="pipeline") as pipeline_run:
+        if env is not None:
+            mlflow.set_tags({ENV_TAG: env, COMMIT_TAG: commit})
+        with variant_run("m", run_name="m/registered model", role="method", pipeline="demo"):
+            info = mlflow.pyfunc.log_model(name="model", python_model=str(code),
+                                           pip_requirements=[])
+            version = register_logged_model(info.model_uri, "demo_model")
+    return pipeline_run, version
+
+
+def test_models_are_registered_from_base_local_and_paper_runs_with_env_commit_and_alias(
+        mlflow_tmp, tmp_path):
+    mlflow.set_experiment("demo")
+    client = mlflow.MlflowClient()
+    _, first = _log_and_register(tmp_path, "local")
+    _, second = _log_and_register(tmp_path, "paper", commit="def5678")
+    assert (str(first.version), str(second.version)) == ("1", "2")
+    stored = client.get_model_version("demo_model", "2")
+    assert stored.tags == {"env": "paper", "commit": "def5678"}
+    assert client.get_model_version("demo_model", "1").tags["env"] == "local"
+    assert str(client.get_model_version_by_alias("demo_model", NEWEST_ALIAS).version) == "2"
+
+
+@pytest.mark.parametrize("env", ["test", None])
+def test_test_runs_and_runs_outside_kedro_register_nothing(mlflow_tmp, tmp_path, env):
+    mlflow.set_experiment("demo")
+    _, version = _log_and_register(tmp_path, env)
+    assert version is None
+    assert mlflow.MlflowClient().search_registered_models() == []

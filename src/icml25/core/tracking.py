@@ -5,6 +5,13 @@ pipeline, in the pipeline's experiment); each variant (the paper's method, each 
 each ablation) becomes a nested run under it, so the MLflow UI's compare view lines them up.
 Outside Kedro (a notebook, a unit test) the variant runs are top-level runs of the active
 experiment.
+
+The other runs of a variant (a training curve per seed, the registered model) are children of
+that variant's run, so the UI lists ``parent -> variant -> training/seed k``. Experiments carry
+the kind tag that makes MLflow 3's UI open in its model-training view (:func:`tag_experiment_kind`),
+and models are registered only from the runs of the environments in :data:`REGISTRY_ENVS`, with
+the environment and commit as version tags and the alias :data:`NEWEST_ALIAS` on the newest
+version (:func:`register_logged_model`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,30 @@ logger = logging.getLogger(__name__)
 
 Role = Literal["method", "baseline", "ablation"]
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+#: MLflow 3's experiment-kind tag; ``custom_model_development`` is the UI's "Machine learning"
+#: kind (runs, metrics, models), where an untagged experiment opens in the GenAI traces view.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+#: Tags of the Kedro pipeline run (set by ``icml25.hooks.RunInfoHook``) read by the registry.
+ENV_TAG = "icml25.env"
+COMMIT_TAG = "icml25.commit"
+#: Config environments whose runs register models; a conf/test run logs the model in its run
+#: but adds no registry version.
+REGISTRY_ENVS = ("base", "local", "paper")
+#: Alias moved to the newest registered version (MLflow reserves ``latest``).
+NEWEST_ALIAS = "newest"
+_PARENT_TAG = "mlflow.parentRunId"
+
+
+def tag_experiment_kind(experiment_id: str, client: mlflow.MlflowClient | None = None) -> bool:
+    """Give the experiment the model-training kind tag unless it already has a kind; return
+    whether it was set."""
+    client = client or mlflow.MlflowClient()
+    if EXPERIMENT_KIND_TAG in client.get_experiment(experiment_id).tags:
+        return False
+    client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return True
 
 
 def metric_key(name: str) -> str:
@@ -60,6 +91,46 @@ def check_same_metric_names(metrics_by_variant: Mapping[str, Mapping[str, float]
     return sorted(reference)
 
 
+def _quote(value: str) -> str:
+    if "'" in value:
+        raise ValueError(f"MLflow run and variant names may not contain a quote: {value!r}")
+    return f"'{value}'"
+
+
+def _variant_main_run(variant: str, pipeline: str, parent: mlflow.ActiveRun) -> str | None:
+    """Id of ``variant``'s own run (named after it) directly under ``parent``, if it exists."""
+    runs = mlflow.search_runs(
+        experiment_ids=[parent.info.experiment_id],
+        filter_string=(f"tags.{_PARENT_TAG} = {_quote(parent.info.run_id)} "
+                       f"and attributes.run_name = {_quote(variant)} "
+                       f"and tags.`icml25.variant` = {_quote(variant)} "
+                       f"and tags.`icml25.pipeline` = {_quote(pipeline)}"),
+        order_by=["attributes.start_time ASC"], output_format="list",
+    )
+    return runs[0].info.run_id if runs else None
+
+
+@contextlib.contextmanager
+def _tagged_run(run: mlflow.ActiveRun, variant: str, role: Role, pipeline: str,
+                params: Mapping[str, Any] | None) -> Iterator[mlflow.ActiveRun]:
+    """The started ``run`` with the variant's tags, ended FINISHED, FAILED on an exception, or
+    KILLED on Ctrl-C (``mlflow.start_run`` as a context manager would say FAILED)."""
+    status = "FAILED"
+    try:
+        mlflow.set_tags(
+            {"icml25.pipeline": pipeline, "icml25.variant": variant, "icml25.role": role}
+        )
+        if params:
+            mlflow.log_params(flatten_params(params))
+        yield run
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        mlflow.end_run(status)
+
+
 @contextlib.contextmanager
 def variant_run(
     variant: str, *, role: Role, pipeline: str, params: Mapping[str, Any] | None = None,
@@ -68,15 +139,29 @@ def variant_run(
     """Open an MLflow run of one variant (nested under the active run if there is one).
 
     The run named after the variant holds its comparable metrics; other runs of the same
-    variant (a training curve per seed, a registered model) pass their own ``run_name``.
+    variant (a training curve per seed, a registered model) pass their own ``run_name`` and,
+    under an active run, become children of the variant's run: it is resumed when an earlier
+    node made it and created otherwise (:func:`log_variants` then resumes it for the metrics),
+    so the UI shows ``parent -> variant -> variant/training/seed k``. With no active run every
+    call is a top-level run.
     """
-    nested = mlflow.active_run() is not None
-    with mlflow.start_run(run_name=run_name or variant, nested=nested) as run:
-        mlflow.set_tags(
-            {"icml25.pipeline": pipeline, "icml25.variant": variant, "icml25.role": role}
-        )
-        if params:
-            mlflow.log_params(flatten_params(params))
+    parent = mlflow.active_run()
+    own = run_name is None or run_name == variant
+    if parent is None:
+        with _tagged_run(mlflow.start_run(run_name=run_name or variant), variant, role,
+                         pipeline, params) as run:
+            yield run
+        return
+    existing = _variant_main_run(variant, pipeline, parent)
+    main = (mlflow.start_run(run_id=existing, nested=True) if existing is not None
+            else mlflow.start_run(run_name=variant, nested=True))
+    if own:
+        with _tagged_run(main, variant, role, pipeline, params) as run:
+            yield run
+        return
+    with (_tagged_run(main, variant, role, pipeline, None),
+          _tagged_run(mlflow.start_run(run_name=run_name, nested=True), variant, role,
+                      pipeline, params) as run):
         yield run
 
 
@@ -185,3 +270,43 @@ def variant_run_ids(pipeline: str) -> dict[str, str]:
     return {r.info.run_name: r.info.run_id for r in runs
             if r.data.tags.get("icml25.variant") == r.info.run_name
             and r.data.tags.get("icml25.pipeline") == pipeline}
+
+
+def _pipeline_run_tags(run_id: str | None, client: mlflow.MlflowClient) -> dict[str, str]:
+    """:data:`ENV_TAG` and :data:`COMMIT_TAG` of the nearest run up the parent chain that has
+    them (the Kedro pipeline run, above the variant run that logs a model)."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    while run_id and run_id not in seen and len(found) < 2:
+        seen.add(run_id)
+        tags = client.get_run(run_id).data.tags
+        for key in (ENV_TAG, COMMIT_TAG):
+            if key in tags:
+                found.setdefault(key, tags[key])
+        run_id = tags.get(_PARENT_TAG)
+    return found
+
+
+def register_logged_model(model_uri: str, name: str) -> Any | None:
+    """Register a model logged in the active run as a new version of ``name``.
+
+    Only a run of a config environment in :data:`REGISTRY_ENVS` registers (its pipeline run
+    carries the environment); the version gets the tags ``env`` and ``commit`` and the alias
+    :data:`NEWEST_ALIAS` moves to it (``models:/<name>@newest``). Anything else (a conf/test
+    run, a run outside Kedro) leaves the registry alone and returns ``None``: the model stays
+    logged in its run (``runs:/<run id>/...``).
+    """
+    client = mlflow.MlflowClient()
+    active = mlflow.active_run()
+    tags = _pipeline_run_tags(active.info.run_id if active else None, client)
+    env = tags.get(ENV_TAG)
+    if env not in REGISTRY_ENVS:
+        logger.info("%s: model not registered (config env %s; the registry takes %s runs)",
+                    name, env or "unknown", "/".join(REGISTRY_ENVS))
+        return None
+    version = mlflow.register_model(
+        model_uri, name, tags={"env": env, "commit": tags.get(COMMIT_TAG, "unknown")})
+    client.set_registered_model_alias(name, NEWEST_ALIAS, version.version)
+    logger.info("%s: registered version %s (env %s), alias %r", name, version.version, env,
+                NEWEST_ALIAS)
+    return version

@@ -103,14 +103,21 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert run.data.params, variant
     assert children["wavetoken"].data.tags["icml25.role"] == "method"
     assert children["chronos_bins_1024"].data.tags["icml25.role"] == "baseline"
-    assert "wavetoken/training/seed 0" in children
+    # training curves and the logged model are children of their variant's run
+    assert (children["wavetoken/training/seed 0"].data.tags["mlflow.parentRunId"]
+            == children["wavetoken"].info.run_id)
+    assert (children["wavetoken/registered model"].data.tags["mlflow.parentRunId"]
+            == children["wavetoken"].info.run_id)
 
-    # the method's model is registered with a signature and an input example, and it serves
-    (version,) = client.search_model_versions("name='wavetoken'")
-    model = mlflow.pyfunc.load_model(f"models:/wavetoken/{version.version}")
+    # the method's model is logged with a signature and an input example, and it serves; a
+    # conf/test run adds no version to the model registry (base, local and paper runs do)
+    assert client.search_model_versions("name='wavetoken'") == []
+    (logged,) = mlflow.search_logged_models(
+        experiment_ids=[parent[0].info.experiment_id], output_format="list")
+    assert logged.source_run_id == children["wavetoken/registered model"].info.run_id
+    model = mlflow.pyfunc.load_model(logged.model_uri)
     assert model.metadata.signature is not None
     assert model.metadata.saved_input_example_info is not None
-    assert children["wavetoken/registered model"].info.run_id == version.run_id
     frame = pd.DataFrame(np.linspace(10.0, 20.0, 2 * 32).reshape(2, 32),
                          columns=[f"t{i}" for i in range(32)])  # conf/test: context_length 32
     forecast = model.predict(frame)

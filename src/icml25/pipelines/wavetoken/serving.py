@@ -1,6 +1,6 @@
 """The trained WaveToken model as an MLflow pyfunc: registered, with a signature and an example.
 
-``mlflow.pyfunc.load_model("models:/wavetoken/latest").predict(frame)`` forecasts from a table
+``mlflow.pyfunc.load_model("models:/wavetoken@newest").predict(frame)`` forecasts from a table
 of contexts (one row per series, columns ``t0 .. t{C-1}`` oldest to newest, NaN = no history) and
 returns the per-step median and the 10 % / 90 % quantiles of ``n_samples`` sampled paths.
 """
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from icml25.core.datasets import TorchModelDataset
+from icml25.core.tracking import register_logged_model
 
 
 class WaveTokenPyfunc(mlflow.pyfunc.PythonModel):
@@ -51,7 +52,8 @@ class WaveTokenPyfunc(mlflow.pyfunc.PythonModel):
 
 
 def log_registered_model(model_file: Path, example: np.ndarray, name: str) -> str:
-    """Log ``model_file`` as a pyfunc in the active run, register it as ``name``; return its URI."""
+    """Log ``model_file`` as a pyfunc in the active run and return its URI; register it as
+    ``name`` when the run's config env registers models (:func:`register_logged_model`)."""
     frame = pd.DataFrame(example, columns=[f"t{i}" for i in range(example.shape[1])])
     wrapper = WaveTokenPyfunc()
     # the example's output is computed by the model itself (signature inferred from real output)
@@ -63,7 +65,8 @@ def log_registered_model(model_file: Path, example: np.ndarray, name: str) -> st
                                "n_samples": 20, "seed": 0})
     info = mlflow.pyfunc.log_model(
         name="model", python_model=wrapper, artifacts={"model": str(model_file)},
-        signature=signature, input_example=frame, registered_model_name=name,
+        signature=signature, input_example=frame,
         pip_requirements=["icml25", "torch", "pywavelets", "numpy", "pandas", "safetensors"],
     )
+    register_logged_model(info.model_uri, name)
     return info.model_uri
