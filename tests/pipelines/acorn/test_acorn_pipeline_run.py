@@ -75,7 +75,7 @@ def test_acorn_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert {p.name for p in (models / variant).iterdir()} <= {
             f"shard_{k}" for k in range(n)}
     raw = kedro_project / "data/01_raw/acorn"
-    assert {"speech_bank.pkl", "source_bank.pkl", "aqa_phy_meta.parquet"} <= {
+    assert {"speech_bank.npz", "source_bank.npz", "aqa_phy_meta.parquet"} <= {
         p.name for p in raw.iterdir()}
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")

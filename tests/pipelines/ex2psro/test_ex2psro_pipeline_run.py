@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 from pathlib import Path
 
 import pytest
 import yaml
 
+from icml25.core.datasets import ArrayTreeDataset
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.core.sweep import seed_shards
 from icml25.pipelines.ex2psro.params import Ex2psroParams
@@ -49,11 +49,11 @@ def test_ex2psro_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert (out / "figures" / "welfare_regret.png").exists()
     assert (kedro_project / "data/01_raw/ex2psro/bargaining_instances.txt").read_text().count(
         "\n") == 20
-    # one pickle per seed shard: seed i of [0, 1] is run (for every method) by shard i % n
+    # one .npz array tree per seed shard: seed i of [0, 1] is run (for every method) by shard i % n
     n = seed_shards()
     outputs = kedro_project / "data/07_model_output/ex2psro"
     for k in range(n):
-        runs = pickle.loads((outputs / f"psro_runs_shard_{k}.pkl").read_bytes())
+        runs = ArrayTreeDataset(str(outputs / f"psro_runs_shard_{k}.npz")).load()
         assert [(r["name"], r["seed"]) for r in runs] == [
             (m, i) for m in ("ex2psro", "vanilla") for i in (0, 1) if i % n == k]
 

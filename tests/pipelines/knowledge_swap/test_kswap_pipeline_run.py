@@ -67,7 +67,7 @@ def test_knowledge_swap_runs_end_to_end_on_test_config(kedro_project, run_pipeli
         assert sorted(p.relative_to(models / folder).as_posix()
                       for p in (models / folder).rglob("*.safetensors")) == [
             f"shard_{i % n}/seed_{i}.safetensors" for i in (0, 1)]
-    assert (kedro_project / "data/01_raw/knowledge_swap/mnist5k.pkl").exists()
+    assert (kedro_project / "data/01_raw/knowledge_swap/mnist5k.npz").exists()
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["knowledge_swap"], output_format="list")

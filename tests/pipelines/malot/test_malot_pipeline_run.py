@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from icml25.core.datasets import ArrayTreeDataset
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.core.sweep import seed_shards
 from icml25.pipelines.malot.nodes import load_minif2f, read_minif2f
@@ -97,7 +98,8 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     # one LoT-Solver bundle per seed shard: seed i of [0, 1] is trained by shard i % n
     n = seed_shards()
     for k in range(n):
-        bundle = pd.read_pickle(kedro_project / f"data/06_models/malot/lot_solver_shard_{k}.pkl")
+        bundle = ArrayTreeDataset(
+            str(kedro_project / f"data/06_models/malot/lot_solver_shard_{k}.npz")).load()
         assert sorted(bundle.get("models", {})) == [i for i in (0, 1) if i % n == k]
     assert (kedro_project / "data/01_raw/malot/synth_corrections.parquet").exists()
 

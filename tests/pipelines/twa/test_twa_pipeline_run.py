@@ -11,6 +11,7 @@ import mlflow
 import pandas as pd
 import pytest
 
+from icml25.core.datasets import ArrayTreeDataset
 from icml25.core.params import ParameterError
 from icml25.core.sweep import seed_shards
 
@@ -58,10 +59,12 @@ def test_twa_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
                       .read_text()) == {"enabled": False}
     # the selection holds the first seed's runs; every seed shard holds seeds[k::n] of [0, 1]
     model_out = kedro_project / "data/07_model_output/twa"
-    assert list(pd.read_pickle(model_out / "selection.pkl")["seeds"]) == [0]
+    selection = ArrayTreeDataset(str(model_out / "selection.npz"),
+                                 dataclasses=["icml25.pipelines.twa.training.MethodConfig"])
+    assert list(selection.load()["seeds"]) == [0]
     n = seed_shards()
     for k in range(n):
-        runs = pd.read_pickle(model_out / f"method_runs_shard_{k}.pkl")
+        runs = ArrayTreeDataset(str(model_out / f"method_runs_shard_{k}.npz")).load()
         assert list(runs) == [i for i in (0, 1) if i % n == k]
 
     claims = json.loads((out / "claims.json").read_text())
