@@ -91,6 +91,64 @@ class TorchModelDataset(AbstractDataset[dict[str, Any], dict[str, Any]]):
         tmp.replace(self._filepath)
 
 
+class AtomicTextDataset(AbstractDataset[str, str]):
+    """A local text file replaced in one step: written beside the target, then renamed over it.
+
+    A reader (or a failed save) never sees half a file, and the previous file stays whole
+    until the new one is complete; the scorecard is saved this way so that a report that
+    fails keeps the last good one.
+    """
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._filepath = Path(filepath)
+        self.metadata = metadata
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+    def _exists(self) -> bool:
+        return self._filepath.exists()
+
+    def load(self) -> str:
+        return self._filepath.read_text(encoding="utf-8")
+
+    def save(self, data: str) -> None:
+        _replace_atomically(self._filepath, data)
+
+
+class AtomicJSONDataset(AtomicTextDataset):
+    """A JSON document saved like :class:`AtomicTextDataset` (``indent`` as in ``json.dumps``)."""
+
+    def __init__(self, filepath: str, indent: int | None = 2,
+                 metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(filepath, metadata)
+        self._indent = indent
+
+    def load(self) -> Any:
+        return json.loads(self._filepath.read_text(encoding="utf-8"))
+
+    def save(self, data: Any) -> None:
+        _replace_atomically(self._filepath, json.dumps(data, indent=self._indent) + "\n")
+
+
+def _replace_atomically(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 # ------------------------------------------------------------------ no-pickle array trees
 
 class ArrayTreeDataset(AbstractDataset[Any, Any]):

@@ -105,3 +105,39 @@ def test_html_embeds_figures_and_names_missing_ones(tmp_path):
     assert "figure missing: figures/gone.png" in page
     assert "seeds 0, 1, 2" in page
     assert "![figures/a.png](alpha/figures/a.png)" in to_markdown(card)
+
+
+def test_paper_summaries_share_their_keys_and_show_the_headline_claim():
+    from icml25.pipelines.report.scorecard import paper_summary
+
+    papers = [{**PAPERS[0], "headline": {"metric": "wql", "method": "A", "baseline": "C"}},
+              {**PAPERS[1], "headline": {"metric": "wql", "method": "A"}}]
+    alpha, beta = (paper_summary(row) for row in collect(papers, [CLAIMS])["papers"])
+    assert alpha == {"status": "run", "claims": 3, "holds": 1, "fails": 1, "inconclusive": 1,
+                     "headline": "wql", "method": 0.5, "baseline": 0.48}
+    assert beta["status"] == NOT_RUN and beta["headline"] is None and list(beta) == list(alpha)
+    without = collect([PAPERS[0], PAPERS[1]], [CLAIMS])["papers"][0]
+    assert paper_summary(without)["method"] is None  # no headline configured
+
+
+def test_every_configured_headline_names_a_claim_of_the_committed_results():
+    """The headlines in parameters_report.yml match the committed results/<name>/claims.json
+    (a renamed claim must be renamed there too, or the summary loses its numbers)."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from icml25.pipelines.report.scorecard import headline_claim
+
+    root = Path(__file__).resolve().parents[3]
+    papers = yaml.safe_load((root / "conf/base/parameters_report.yml").read_text())["report"][
+        "papers"]
+    missing = []
+    for paper in papers:
+        path = root / "results" / paper["name"] / "claims.json"
+        assert paper.get("headline"), paper["name"]
+        if path.exists() and not headline_claim(json.loads(path.read_text())["claims"],
+                                                paper["headline"]):
+            missing.append(paper["name"])
+    assert not missing, missing

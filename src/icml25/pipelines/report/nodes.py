@@ -11,7 +11,9 @@ from icml25.core.params import validate_parameters
 from icml25.pipelines.report.params import ReportParams
 from icml25.pipelines.report.scorecard import (
     collect,
+    headline_claim,
     load_figures,
+    paper_summary,
     to_html,
     to_markdown,
     totals_line,
@@ -20,11 +22,27 @@ from icml25.pipelines.report.scorecard import (
 logger = logging.getLogger(__name__)
 
 
-def build_scorecard(params: dict[str, Any], run_info: dict[str, Any], *documents: Any) -> dict:
-    """Collect every paper's claims and metrics into the scorecard (and log its totals)."""
+def build_scorecard(params: dict[str, Any], run_info: dict[str, Any], *documents: Any
+                    ) -> tuple[dict, str, str, dict[str, dict]]:
+    """Every paper's claims and metrics as the scorecard (JSON, Markdown, self-contained HTML)
+    and one small summary per paper (the ``dvc metrics show`` table).
+
+    One node builds all four, so a paper whose results cannot be read fails the report before
+    any file is written: the previous scorecard stays as it was (each file is also replaced
+    atomically, see :class:`icml25.core.datasets.AtomicTextDataset`).
+    """
     report = validate_parameters(ReportParams, params, "report")
     scorecard = collect([p.model_dump() for p in report.papers], documents)
     scorecard["report_run"] = run_info
+    for row in scorecard["papers"]:
+        if row["claims"] and row.get("headline") and not headline_claim(row["claims"],
+                                                                        row["headline"]):
+            logger.warning("report: %s has no claim matching its headline %s "
+                           "(params:report.papers); its summary shows no headline values",
+                           row["name"], row["headline"])
+    markdown = to_markdown(scorecard)
+    page = to_html(scorecard, load_figures(scorecard, report.reporting_dir))
+    summaries = {row["name"]: paper_summary(row) for row in scorecard["papers"]}
     if mlflow.active_run() is not None:
         mlflow.log_metrics({
             "papers_run": scorecard["n_run"],
@@ -34,14 +52,4 @@ def build_scorecard(params: dict[str, Any], run_info: dict[str, Any], *documents
             "claims_inconclusive": scorecard["n_inconclusive"],
         })
     logger.info("scorecard: %s", totals_line(scorecard))
-    return scorecard
-
-
-def render_markdown(scorecard: dict[str, Any]) -> str:
-    return to_markdown(scorecard)
-
-
-def render_html(scorecard: dict[str, Any], params: dict[str, Any]) -> str:
-    """The self-contained page, with each paper's key figures embedded."""
-    report = validate_parameters(ReportParams, params, "report")
-    return to_html(scorecard, load_figures(scorecard, report.reporting_dir))
+    return scorecard, markdown, page, summaries

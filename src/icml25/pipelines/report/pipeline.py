@@ -1,4 +1,5 @@
-"""The report pipeline: papers' claims.json/metrics.json -> scorecard.{json,md,html}."""
+"""The report pipeline: papers' claims.json/metrics.json -> scorecard.{json,md,html} and one
+summary per paper (``scorecard/<name>.json``, what ``dvc metrics show`` prints)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 from kedro.pipeline import Pipeline, node
 
-from icml25.pipelines.report.nodes import build_scorecard, render_html, render_markdown
+from icml25.pipelines.report.nodes import build_scorecard
 from icml25.pipelines.report.params import ReportParams
 
 PARAMETERS = ReportParams
@@ -19,10 +20,8 @@ def create_pipeline(papers: Sequence[str] = (), **kwargs) -> Pipeline:
         node(
             build_scorecard,
             inputs=["params:report", "run_info", *documents],
-            outputs="report.scorecard",
+            outputs=["report.scorecard", "report.scorecard_md", "report.scorecard_html",
+                     "report.summaries"],
             name="build_scorecard",
         ),
-        node(render_markdown, "report.scorecard", "report.scorecard_md", name="render_markdown"),
-        node(render_html, ["report.scorecard", "params:report"], "report.scorecard_html",
-             name="render_html"),
     ])

@@ -82,6 +82,39 @@ def collect(papers: Sequence[Mapping[str, Any]], documents: Sequence[Any]) -> di
     }
 
 
+def headline_claim(claims: Sequence[Mapping[str, Any]],
+                   headline: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The first claim with the headline's metric and method (and baseline, when it names
+    one), or None."""
+    if not headline:
+        return None
+    for c in claims:
+        if (c.get("metric"), c.get("method")) == (headline["metric"], headline["method"]) and (
+                headline.get("baseline") is None or c.get("baseline") == headline["baseline"]):
+            return c
+    return None
+
+
+def paper_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A paper's few numbers for ``dvc metrics show``: verdict counts and its headline claim's
+    method and reference values.
+
+    Every paper's summary has the same keys, so that DVC prints one narrow table with a row
+    per paper (DVC's columns are the union of every file's keys); values a paper does not
+    have are null, shown as "-".
+    """
+    claim = headline_claim(row.get("claims", []), row.get("headline"))
+    ran = row["status"] != NOT_RUN
+    return {
+        "status": "run" if ran else NOT_RUN,
+        "claims": row["n_claims"],
+        **{v: row[f"n_{v}"] for v in VERDICTS},
+        "headline": claim["metric"] if claim else None,
+        "method": claim.get("method_value") if claim else None,
+        "baseline": claim.get("baseline_value") if claim else None,
+    }
+
+
 def status_line(counts: Mapping[str, int]) -> str:
     """``"5 hold · 2 fail · 1 inconclusive (of 8)"``."""
     total = sum(counts.values())
