@@ -200,3 +200,32 @@ def test_test_runs_and_runs_outside_kedro_register_nothing(mlflow_tmp, tmp_path,
     _, version = _log_and_register(tmp_path, env)
     assert version is None
     assert mlflow.MlflowClient().search_registered_models() == []
+
+
+def test_two_workers_opening_one_variant_keep_a_single_variant_run(mlflow_tmp, monkeypatch):
+    from icml25.core import tracking
+
+    mlflow.set_experiment("demo")
+    with mlflow.start_run(run_name="parent") as parent:
+        # worker 1 made the variant's run; worker 2 looked for it just before
+        with variant_run("a", run_name="a/training/seed 0", role="method", pipeline="demo"):
+            pass
+        real = tracking._variant_main_run
+        looks = []
+
+        def late_look(*args):
+            looks.append(args)
+            return None if len(looks) == 1 else real(*args)
+
+        monkeypatch.setattr(tracking, "_variant_main_run", late_look)
+        with variant_run("a", run_name="a/training/seed 1", role="method", pipeline="demo"):
+            pass
+        monkeypatch.setattr(tracking, "_variant_main_run", real)
+        ids = variant_run_ids("demo")
+    runs = mlflow.search_runs(experiment_names=["demo"], output_format="list")
+    named_a = [r for r in runs if r.info.run_name == "a"]
+    assert len(named_a) == 1 and ids == {"a": named_a[0].info.run_id}  # the loser's is deleted
+    assert named_a[0].data.tags["mlflow.parentRunId"] == parent.info.run_id
+    for seed in (0, 1):
+        (curve,) = [r for r in runs if r.info.run_name == f"a/training/seed {seed}"]
+        assert curve.data.tags["mlflow.parentRunId"] == named_a[0].info.run_id

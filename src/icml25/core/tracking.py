@@ -110,6 +110,27 @@ def _variant_main_run(variant: str, pipeline: str, parent: mlflow.ActiveRun) -> 
     return runs[0].info.run_id if runs else None
 
 
+def _open_variant_main_run(variant: str, role: Role, pipeline: str,
+                           parent: mlflow.ActiveRun) -> mlflow.ActiveRun:
+    """Start (resume or create) ``variant``'s own run under ``parent``.
+
+    Two workers (Dask, threads) may open the same variant at once: each one that creates a run
+    looks again, and the oldest run wins (the loser's empty run is deleted), so the variant
+    keeps one run whose children are every worker's training runs.
+    """
+    existing = _variant_main_run(variant, pipeline, parent)
+    if existing is not None:
+        return mlflow.start_run(run_id=existing, nested=True)
+    created = mlflow.start_run(run_name=variant, nested=True)
+    mlflow.set_tags({"icml25.pipeline": pipeline, "icml25.variant": variant, "icml25.role": role})
+    oldest = _variant_main_run(variant, pipeline, parent)
+    if oldest in (None, created.info.run_id):
+        return created
+    mlflow.end_run()
+    mlflow.MlflowClient().delete_run(created.info.run_id)
+    return mlflow.start_run(run_id=oldest, nested=True)
+
+
 @contextlib.contextmanager
 def _tagged_run(run: mlflow.ActiveRun, variant: str, role: Role, pipeline: str,
                 params: Mapping[str, Any] | None) -> Iterator[mlflow.ActiveRun]:
@@ -152,9 +173,7 @@ def variant_run(
                          pipeline, params) as run:
             yield run
         return
-    existing = _variant_main_run(variant, pipeline, parent)
-    main = (mlflow.start_run(run_id=existing, nested=True) if existing is not None
-            else mlflow.start_run(run_name=variant, nested=True))
+    main = _open_variant_main_run(variant, role, pipeline, parent)
     if own:
         with _tagged_run(main, variant, role, pipeline, params) as run:
             yield run
@@ -265,11 +284,14 @@ def variant_run_ids(pipeline: str) -> dict[str, str]:
     runs = mlflow.search_runs(
         experiment_ids=[active.info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{active.info.run_id}'",
-        output_format="list",
+        order_by=["attributes.start_time ASC"], output_format="list",
     )
-    return {r.info.run_name: r.info.run_id for r in runs
-            if r.data.tags.get("icml25.variant") == r.info.run_name
-            and r.data.tags.get("icml25.pipeline") == pipeline}
+    ids: dict[str, str] = {}
+    for r in runs:  # the oldest of a name wins, as in _variant_main_run
+        if (r.data.tags.get("icml25.variant") == r.info.run_name
+                and r.data.tags.get("icml25.pipeline") == pipeline):
+            ids.setdefault(r.info.run_name, r.info.run_id)
+    return ids
 
 
 def _pipeline_run_tags(run_id: str | None, client: mlflow.MlflowClient) -> dict[str, str]:
