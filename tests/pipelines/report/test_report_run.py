@@ -58,8 +58,8 @@ def test_report_reads_a_paper_result_through_the_catalog(kedro_project, run_pipe
     assert (card["n_holds"], card["n_fails"], card["n_inconclusive"]) == (1, 0, 0)
     summary = json.loads((kedro_project / REPORTING / "scorecard/wavetoken.json").read_text())
     assert summary == {"status": "run", "claims": 1, "holds": 1, "fails": 0, "inconclusive": 0,
-                       "headline": "log_rel_wql_real", "method": pytest.approx(1.0),
-                       "baseline": pytest.approx(2.0333333)}
+                       "metric": "log_rel_wql_real", "value": pytest.approx(1.0),
+                       "vs": pytest.approx(2.0333333)}
 
 
 def test_a_failing_report_keeps_the_previous_scorecard(kedro_project, run_pipeline):

@@ -114,10 +114,10 @@ def test_paper_summaries_share_their_keys_and_show_the_headline_claim():
               {**PAPERS[1], "headline": {"metric": "wql", "method": "A"}}]
     alpha, beta = (paper_summary(row) for row in collect(papers, [CLAIMS])["papers"])
     assert alpha == {"status": "run", "claims": 3, "holds": 1, "fails": 1, "inconclusive": 1,
-                     "headline": "wql", "method": 0.5, "baseline": 0.48}
-    assert beta["status"] == NOT_RUN and beta["headline"] is None and list(beta) == list(alpha)
+                     "metric": "wql", "value": 0.5, "vs": 0.48}
+    assert beta["status"] == NOT_RUN and beta["metric"] is None and list(beta) == list(alpha)
     without = collect([PAPERS[0], PAPERS[1]], [CLAIMS])["papers"][0]
-    assert paper_summary(without)["method"] is None  # no headline configured
+    assert paper_summary(without)["value"] is None  # no headline configured
 
 
 def test_every_configured_headline_names_a_claim_of_the_committed_results():

@@ -96,22 +96,22 @@ def headline_claim(claims: Sequence[Mapping[str, Any]],
 
 
 def paper_summary(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A paper's few numbers for ``dvc metrics show``: verdict counts and its headline claim's
-    method and reference values.
+    """A paper's few numbers for ``dvc metrics show``: whether it ran, its verdict counts, and
+    its headline claim's metric with the method's ``value`` and the reference's (``vs``:
+    the baseline's value or the paper's threshold).
 
     Every paper's summary has the same keys, so that DVC prints one narrow table with a row
-    per paper (DVC's columns are the union of every file's keys); values a paper does not
-    have are null, shown as "-".
+    per paper (its columns are the union of every file's keys, in alphabetical order); a value
+    a paper does not have is null, shown as "-".
     """
     claim = headline_claim(row.get("claims", []), row.get("headline"))
-    ran = row["status"] != NOT_RUN
     return {
-        "status": "run" if ran else NOT_RUN,
+        "status": "run" if row["status"] != NOT_RUN else NOT_RUN,
         "claims": row["n_claims"],
         **{v: row[f"n_{v}"] for v in VERDICTS},
-        "headline": claim["metric"] if claim else None,
-        "method": claim.get("method_value") if claim else None,
-        "baseline": claim.get("baseline_value") if claim else None,
+        "metric": claim["metric"] if claim else None,
+        "value": claim.get("method_value") if claim else None,
+        "vs": claim.get("baseline_value") if claim else None,
     }
 
 
