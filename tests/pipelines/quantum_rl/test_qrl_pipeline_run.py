@@ -164,7 +164,7 @@ def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
         "estimator_scaling": {"reps": 3, "log2_n": [6, 8]},
         "circuit": {"enabled": False},
     }})
-    out = kedro_project / "data/08_reporting/quantum_rl"
+    out = kedro_project / "data/paper/08_reporting/quantum_rl"  # conf/paper writes under data/paper
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["horizon"]["qucrl_1e7"] == 800 and metrics["horizon"]["qucrl"] == 400
     assert _finite(metrics["metrics"]["qucrl"]["regret_T_riverswim_12"])

@@ -16,10 +16,10 @@ from icml25.core.sweep import seed_shards
 from icml25.pipelines.softshape.params import SoftshapeParams
 
 
-def _method_results(project: Path) -> pd.DataFrame:
+def _method_results(project: Path, data_root: str = "data") -> pd.DataFrame:
     """SoftShape's result rows of every seed shard (shard k of n holds seeds[k::n])."""
     n = seed_shards()
-    out = project / "data/07_model_output/softshape"
+    out = project / data_root / "07_model_output/softshape"
     return pd.concat([pd.read_csv(out / f"softshape_shard_{k}_results.csv") for k in range(n)],
                      ignore_index=True)
 
@@ -158,13 +158,13 @@ def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
                     "metric": "acc_by_dataset", "method": "softshape", "baseline": "nn_dtw",
                     "relation": "better", "direction": "higher", "unit": "dataset"}],
     }})
-    out = kedro_project / "data/08_reporting/softshape"
+    out = kedro_project / "data/paper/08_reporting/softshape"  # conf/paper writes under data/paper
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["metrics"]) == {"softshape", "hard", "no_moe", "no_inception",
                                        "no_sparsify", "mean_pool", "mini_rocket", "rocket",
                                        "nn_dtw"}
     assert _finite(metrics["metrics"]["softshape"]["acc/PickupGestureWiimoteZ"])
-    results = _method_results(kedro_project)
+    results = _method_results(kedro_project, "data/paper")
     assert sorted(set(results["fold"])) == [0, 1]  # two folds of the merged 5-fold protocol
     # fold sizes of the merged protocol: 60/20/20 of the 100 PickupGestureWiimoteZ series
     wii = results[results["dataset"] == "PickupGestureWiimoteZ"].iloc[0]
