@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from icml25.hooks import absolute_sqlite_uri, experiment_name
+from icml25.hooks import absolute_sqlite_uri, experiment_name, sqlite_path
 
 
 def test_relative_sqlite_store_is_anchored_at_the_project_root(tmp_path):
@@ -10,6 +10,14 @@ def test_relative_sqlite_store_is_anchored_at_the_project_root(tmp_path):
     assert absolute_sqlite_uri(absolute, tmp_path) == absolute
     assert absolute_sqlite_uri("http://127.0.0.1:5000", tmp_path) == "http://127.0.0.1:5000"
     assert absolute_sqlite_uri(None, tmp_path) is None
+
+
+def test_the_file_of_an_anchored_sqlite_store_is_found_to_create_its_folder(tmp_path):
+    uri = absolute_sqlite_uri("sqlite:///data/test/mlflow.db", tmp_path)
+    assert sqlite_path(uri) == (tmp_path / "data/test/mlflow.db").resolve()
+    assert sqlite_path("sqlite:///mlflow.db") is None  # relative: anchor it first
+    assert sqlite_path("http://127.0.0.1:5000") is None
+    assert sqlite_path(None) is None
 
 
 def test_experiment_is_named_after_the_pipelines():

@@ -94,6 +94,7 @@ def test_run_statuses_say_how_each_pipeline_ended_and_experiments_are_of_the_tra
         assert runs["v"].data.tags["mlflow.parentRunId"] == runs[name].info.run_id
         assert runs["v/training/seed 0"].data.tags["mlflow.parentRunId"] == runs["v"].info.run_id
         assert runs[name].data.tags["icml25.env"] == "test"
-    # kedro-mlflow's default experiment from mlflow.yml is of the same kind
-    default = client.get_experiment_by_name("icml25")
-    assert default.tags["mlflow.experimentKind"] == "custom_model_development"
+    # and so are kedro-mlflow's default experiment from mlflow.yml and MLflow's own
+    for name in ("icml25", "Default"):
+        experiment = client.get_experiment_by_name(name)
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development", name

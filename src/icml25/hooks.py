@@ -105,9 +105,9 @@ class PipelineExperimentHook:
     ``before_pipeline_run`` (``tryfirst``), this hook switches it to the pipeline's name so each
     paper's runs live in their own experiment, with the Kedro run as the parent run.
 
-    Every experiment it points at (and kedro-mlflow's default one from ``mlflow.yml``) gets
-    MLflow 3's experiment-kind tag for model training, so the UI opens on runs and metrics,
-    not on GenAI traces.
+    Every experiment it points at (and kedro-mlflow's default one from ``mlflow.yml``, and
+    MLflow's own ``Default``) gets MLflow 3's experiment-kind tag for model training, so the UI
+    opens on runs and metrics, not on GenAI traces.
 
     It also closes the Kedro run completely at the end: kedro-mlflow re-opens the parent run
     before every node (for thread safety), and MLflow 3 stacks each re-opening, so its single
@@ -167,7 +167,9 @@ class PipelineExperimentHook:
         config.tracking.experiment.name = experiment_name([n for n in names if n])
         config._set_experiment()  # kedro-mlflow's own routine: create/restore + activate
         current = client.get_experiment_by_name(config.tracking.experiment.name)
-        for experiment in {e.experiment_id for e in (default, current) if e is not None}:
+        mlflows_own = client.get_experiment_by_name("Default")  # in every new store
+        for experiment in {e.experiment_id for e in (default, current, mlflows_own)
+                           if e is not None}:
             tag_experiment_kind(experiment, client)
 
     def _close_runs(self, status: str) -> None:
