@@ -4,11 +4,18 @@ A room is a package ``icml25.pipelines.<name>`` with a ``pipeline.py`` that defi
 ``create_pipeline()`` and ``PARAMETERS`` (the pydantic model of ``params:<name>``). Adding a
 paper means adding a room; nothing here changes. ``report`` is built last from the list of
 paper rooms so that in ``__default__`` it runs after every paper's ``<name>.claims`` exists.
+
+Registering imports every room's ``pipeline.py``, ``params.py`` and ``nodes.py`` (Kedro does
+so for ``kedro run --pipeline=report`` and ``kedro registry list`` too), so those modules
+import their heavy libraries (torch, scipy, scikit-learn, mlflow, ...) where they are used,
+inside the node functions or through :func:`icml25.core.lazy_import.lazy_module`; the registry
+then builds without loading any of them.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import warnings
 from functools import cache
@@ -23,18 +30,20 @@ REPORT = "report"
 
 
 @cache
+def room_names() -> tuple[str, ...]:
+    """Names of the room packages (those with a ``pipeline.py``), sorted; imports none of them."""
+    names = []
+    for info in pkgutil.iter_modules(icml25.pipelines.__path__):
+        if info.ispkg and importlib.util.find_spec(f"icml25.pipelines.{info.name}.pipeline"):
+            names.append(info.name)
+    return tuple(sorted(names))
+
+
+@cache
 def _rooms() -> dict[str, ModuleType]:
     rooms = {}
-    for info in pkgutil.iter_modules(icml25.pipelines.__path__):
-        if not info.ispkg:
-            continue
-        name = info.name
-        try:
-            module = importlib.import_module(f"icml25.pipelines.{name}.pipeline")
-        except ModuleNotFoundError as err:
-            if err.name == f"icml25.pipelines.{name}.pipeline":
-                continue  # a package without pipeline.py is not a room
-            raise
+    for name in room_names():
+        module = importlib.import_module(f"icml25.pipelines.{name}.pipeline")
         if not hasattr(module, "create_pipeline") or not hasattr(module, "PARAMETERS"):
             raise ImportError(
                 f"icml25/pipelines/{name}/pipeline.py must define create_pipeline() and PARAMETERS"
@@ -45,7 +54,7 @@ def _rooms() -> dict[str, ModuleType]:
 
 def paper_pipeline_names() -> list[str]:
     """Names of the registered paper pipelines (every room but ``report``), sorted."""
-    return sorted(name for name in _rooms() if name != REPORT)
+    return [name for name in room_names() if name != REPORT]
 
 
 def parameter_models() -> dict[str, type[BaseModel]]:
@@ -62,5 +71,6 @@ def register_pipelines() -> dict[str, Pipeline]:
         # namespaces reading them is the report's purpose, not a naming mistake.
         warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
         pipelines[REPORT] = _rooms()[REPORT].create_pipeline(papers=papers)
-    pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
+    # one Pipeline of all of them (summing them pairwise re-sorts the growing graph 20 times)
+    pipelines["__default__"] = Pipeline(list(pipelines.values()))
     return pipelines

@@ -79,7 +79,10 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from scipy import stats
+
+from icml25.core.lazy_import import lazy_module
+
+stats = lazy_module("scipy.stats")  # 1-2 s to import; only the t intervals need it
 
 MetricValue = float | Sequence[float] | Mapping[str, float | Sequence[float]]
 Metrics = Mapping[str, Mapping[str, MetricValue]]

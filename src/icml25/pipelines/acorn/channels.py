@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.signal import butter, sosfilt, sosfreqz
 
 SPEED_OF_SOUND = 343.0
 FS = 16_000
@@ -199,6 +198,7 @@ def image_sources(room: Room, source: np.ndarray, max_order: int = 2) -> np.ndar
 def _octave_gains(n: int, fs: int) -> np.ndarray:
     """|H_b(f)|² of the six 4th-order Butterworth octave band-passes on an ``n``-point rfft grid:
     zero-phase (forward-backward) filtering in the frequency domain."""
+    from scipy.signal import butter, sosfreqz
     nyq = fs / 2.0
     freqs = np.fft.rfftfreq(n, 1.0 / fs)
     gains = []
@@ -247,6 +247,7 @@ def obstruct(h_direct: np.ndarray, attenuation_db: float, cutoff_hz: float,
              fs: int = FS) -> np.ndarray:
     """Diffraction round an obstacle: attenuate the direct path and low-pass it (2nd-order
     Butterworth, causal) — the project's NLOS model (the paper's is not stated)."""
+    from scipy.signal import butter, sosfilt
     sos = butter(2, cutoff_hz / (fs / 2.0), btype="lowpass", output="sos")
     return sosfilt(sos, h_direct) * 10.0 ** (-attenuation_db / 20.0)
 

@@ -8,44 +8,27 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.acorn import dsp_baselines as dsp
-from icml25.pipelines.acorn import scenes
-from icml25.pipelines.acorn.encoder import EncoderConfig
-from icml25.pipelines.acorn.evaluation import (
-    ROLES,
-    derived_variants,
-    item_scores,
-    score_predictions,
-    summarise,
-)
-from icml25.pipelines.acorn.multitask import TaskData, predict, train_model
 from icml25.pipelines.acorn.params import VARIANTS, AcornParams
-from icml25.pipelines.acorn.plots import plot_error_vs_condition, plot_examples
 from icml25.pipelines.acorn.qa import TASKS
-from icml25.pipelines.acorn.sources import (
-    SYNTHETIC_FAMILIES,
-    TONAL_CATALOGUE,
-    packaged_wavs,
-    read_wav,
-    speech_plan,
-    split_labels,
-    synthesize_plan,
-    synthetic_source,
-)
+
+if TYPE_CHECKING:
+    from icml25.pipelines.acorn.multitask import TaskData
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+torch = lazy_module("torch")
+dsp = lazy_module("icml25.pipelines.acorn.dsp_baselines")
+scenes = lazy_module("icml25.pipelines.acorn.scenes")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "acorn"
@@ -72,6 +55,7 @@ def scene_config(p: AcornParams) -> scenes.SceneConfig:
 # ------------------------------------------------------------------------------- sources
 def synthesize_speech(params: dict[str, Any]) -> dict[str, Any]:
     """Offline speech utterances (espeak-ng / flite), trimmed, unit RMS; stored as int16."""
+    from icml25.pipelines.acorn.sources import speech_plan, synthesize_plan
     p = _params(params)
     plan = speech_plan(p.sources.n_utterances, list(p.sources.engines), p.sources.seed)
     audio = synthesize_plan(plan, progress=p.progress)
@@ -86,6 +70,13 @@ def build_source_bank(speech: dict[str, Any], params: dict[str, Any]) -> dict[st
 
     Sirens are held out as the OOD family; packaged real recordings are test-only.
     """
+    from icml25.pipelines.acorn.sources import (
+        SYNTHETIC_FAMILIES,
+        packaged_wavs,
+        read_wav,
+        split_labels,
+        synthetic_source,
+    )
     p = _params(params)
     rng = np.random.default_rng(p.sources.seed + 1)
     audio, rows = [], []
@@ -168,6 +159,7 @@ def render_clips(meta: pd.DataFrame, bank: dict[str, Any], params: dict[str, Any
 # -------------------------------------------------------------------------------- models
 def _task_data(meta: pd.DataFrame, clips: dict[str, np.ndarray], split: str
                ) -> dict[str, TaskData]:
+    from icml25.pipelines.acorn.multitask import TaskData
     rows = meta[meta["split"] == split].reset_index(drop=True)
     if len(rows) != len(clips[split]):
         raise ValueError(f"split {split}: {len(rows)} metadata rows but {len(clips[split])} clips")
@@ -190,6 +182,10 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
     (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`); returns
     ``{seed_<s>: state dict + meta}``, empty for a shard without a seed. Every seed starts from
     :func:`seed_everything` and its own data order, so its model does not depend on the shard."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.acorn.encoder import EncoderConfig
+    from icml25.pipelines.acorn.multitask import train_model
+    from icml25.pipelines.acorn.sources import TONAL_CATALOGUE
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -221,7 +217,9 @@ def predict_variant(models: dict[str, Any], meta: pd.DataFrame, clips: dict[str,
                     params: dict[str, Any], variant: str) -> pd.DataFrame:
     """Predictions of every seed's model (of one seed shard) on the test, T2 and OOD splits; an
     empty table for a shard without a model."""
-    from icml25.pipelines.acorn.encoder import AcornModel
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.acorn.encoder import AcornModel, EncoderConfig
+    from icml25.pipelines.acorn.multitask import predict
 
     p = _params(params)
     if not models:
@@ -273,6 +271,7 @@ def run_baselines(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
                   ) -> pd.DataFrame:
     """Classical DSP (GCC-PHAT, FFT peak, matched filter, logistic regression on blind
     features), the prior (majority class / training mean) and the random predictor."""
+    from icml25.pipelines.acorn.sources import TONAL_CATALOGUE
     p = _params(params)
     _check_meta(meta)
     spacing = p.data.mic_spacing
@@ -341,6 +340,7 @@ def run_baselines(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
 def evaluate(meta: pd.DataFrame, params: dict[str, Any], baselines: pd.DataFrame,
              *predictions: pd.DataFrame) -> pd.DataFrame:
     """Paper metrics of every (variant, seed): one row per metric."""
+    from icml25.pipelines.acorn.evaluation import score_predictions
     p = _params(params)
     return score_predictions(meta, pd.concat([baselines, *predictions], ignore_index=True),
                              p.data.mic_spacing, p.seeds)
@@ -350,6 +350,7 @@ def item_errors(meta: pd.DataFrame, scores: pd.DataFrame, params: dict[str, Any]
                 baselines: pd.DataFrame, *predictions: pd.DataFrame) -> dict[str, Any]:
     """Per test item and seed, each task's metric term (``items_<metric>``), for the claims
     that pair over test items (:func:`icml25.pipelines.acorn.evaluation.item_scores`)."""
+    from icml25.pipelines.acorn.evaluation import item_scores
     p = _params(params)
     return item_scores(meta, pd.concat([baselines, *predictions], ignore_index=True), scores,
                        p.seeds)
@@ -362,6 +363,8 @@ def judge_claims(scores: pd.DataFrame, items: dict[str, Any], params: dict[str, 
 
     Claims are judged at ``confidence`` (``params:claims_confidence``): per-seed metrics pair
     over seeds, ``items_<metric>`` ({item: [per seed]}) over the test items (``unit: item``)."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
+    from icml25.pipelines.acorn.evaluation import ROLES, derived_variants, summarise
     p = _params(params)
     metrics = summarise(scores)
     claim_metrics = {**metrics, **derived_variants(metrics)}
@@ -400,6 +403,7 @@ def plot_figures(meta: pd.DataFrame, clips: dict[str, np.ndarray], scores: pd.Da
                  *predictions: pd.DataFrame) -> dict[str, Any]:
     """Example spectrograms (magnitude, inter-channel phase) with their labels, and the error
     of every variant against SNR / T60 / |v|."""
+    from icml25.pipelines.acorn.plots import plot_error_vs_condition, plot_examples
     matplotlib.use("Agg")
     p = _params(params)
     figures = {"examples.png": plot_examples(meta, clips, p.n_examples),

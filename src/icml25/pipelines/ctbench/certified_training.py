@@ -49,8 +49,8 @@ from icml25.pipelines.ctbench.networks import (
     l1_penalty,
     reset_bn_to_population,
 )
+from icml25.pipelines.ctbench.params import METHODS
 
-METHODS = ("standard", "pgd", "ibp", "crown_ibp", "sabr", "mtl_ibp")
 CERTIFIED_METHODS = ("ibp", "crown_ibp", "sabr", "mtl_ibp")
 
 

@@ -20,8 +20,7 @@ import torch
 from torch import nn
 
 from icml25.pipelines.ctbench.bounds import Normalize
-
-NETWORKS = ("mlp", "small_cnn", "cnn7")
+from icml25.pipelines.ctbench.params import NETWORKS
 
 
 def build_network(name: str, in_shape: Sequence[int], num_classes: int, *, width: int = 256,

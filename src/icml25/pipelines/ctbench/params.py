@@ -14,9 +14,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
-from icml25.pipelines.ctbench.certified_training import METHODS
-from icml25.pipelines.ctbench.networks import NETWORKS
 
+#: The certified-training methods (``certified_training.train_certified``), in the paper's order.
+METHODS = ("standard", "pgd", "ibp", "crown_ibp", "sabr", "mtl_ibp")
+#: The networks ``networks.build_network`` builds by name.
+NETWORKS = ("mlp", "small_cnn", "cnn7")
 #: The ε settings the pipeline wires (one train + certify node pair per method and setting).
 SETTINGS = ("eps0_1", "eps0_3")
 

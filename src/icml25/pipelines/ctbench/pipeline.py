@@ -16,8 +16,7 @@ from kedro.pipeline import Pipeline, node
 
 from icml25.core.sweep import seed_shards
 from icml25.pipelines.ctbench import nodes
-from icml25.pipelines.ctbench.certified_training import METHODS
-from icml25.pipelines.ctbench.params import SETTINGS, CtbenchParams
+from icml25.pipelines.ctbench.params import METHODS, SETTINGS, CtbenchParams
 
 PARAMETERS = CtbenchParams
 P = "params:ctbench"

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+
+from icml25.core.lazy_import import lazy_module
+
+stats = lazy_module("scipy.stats")
 
 FINE_LOG2 = 14
 FINE_CELLS = 2**FINE_LOG2

@@ -10,19 +10,20 @@ import logging
 import math
 from typing import Any
 
-import mlflow
 import numpy as np
-import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants
-from icml25.pipelines.distributed_estimation import analysis, theory
+from icml25.pipelines.distributed_estimation import theory
 from icml25.pipelines.distributed_estimation.functions import TrueModel, base_function, make_model
 from icml25.pipelines.distributed_estimation.params import DistributedEstimationParams
-from icml25.pipelines.distributed_estimation.plots import make_figures
 from icml25.pipelines.distributed_estimation.simulator import Point, simulate_sweep
+
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+analysis = lazy_module("icml25.pipelines.distributed_estimation.analysis")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "distributed_estimation"
@@ -240,6 +241,7 @@ def evaluate(curves: pd.DataFrame, slope_table: pd.DataFrame, sim_results: pd.Da
     (``params:claims_confidence``): a claim that holds on the seed-mean curve but fails on most
     seeds does not hold. The seed-mean-curve values stay in ``metrics.json`` under
     ``claim_metrics`` for the figures and tables."""
+    from icml25.core.tracking import log_claim_counts, log_variants
     p = _params(params)
     sweeps = _sweep_dicts(p)
     claim_values = analysis.claim_metrics(curves, slope_table, sim_results, regime_boundaries,
@@ -280,6 +282,7 @@ def make_plots(curves: pd.DataFrame, theory_rates: pd.DataFrame, regime_boundari
                true_functions: pd.DataFrame, params: dict[str, Any], metrics: dict[str, Any],
                ) -> dict[str, Any]:
     """Figures. ``metrics`` is taken so this node runs after the child runs."""
+    from icml25.pipelines.distributed_estimation.plots import make_figures
     p = _params(params)
     models = models_from_table(true_functions)
     return make_figures(curves, theory_rates, regime_boundaries, models, _sweep_dicts(p),

@@ -34,7 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from icml25.core.lazy_import import lazy_module
+
+stats = lazy_module("scipy.stats")
 
 SLOT_CHUNK = 4096  # terminals per chunk of shared-random sets (bounds memory at paper scale)
 

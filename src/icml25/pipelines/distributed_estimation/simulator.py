@@ -16,11 +16,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
+from icml25.core.lazy_import import lazy_module
 from icml25.pipelines.distributed_estimation import protocols as proto
 from icml25.pipelines.distributed_estimation.functions import TrueModel
+
+pd = lazy_module("pandas")
 
 SIMULATED = tuple(proto.PROTOCOLS)
 LAYERED = "layered"

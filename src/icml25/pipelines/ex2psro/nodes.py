@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
 from icml25.pipelines.ex2psro.bargaining import (
     EX2PSRO_INSTANCES,
     load_game,
@@ -33,14 +20,14 @@ from icml25.pipelines.ex2psro.bargaining import (
 from icml25.pipelines.ex2psro.harvest import HarvestGame
 from icml25.pipelines.ex2psro.meta_solver import regret, welfare
 from icml25.pipelines.ex2psro.params import Ex2psroParams
-from icml25.pipelines.ex2psro.psro import (
-    PSROConfig,
-    cross_evaluate,
-    make_policy,
-    run_psro,
-    train_response,
-)
-from icml25.pipelines.ex2psro.responses import SACConfig
+
+if TYPE_CHECKING:
+    from icml25.pipelines.ex2psro.psro import PSROConfig
+
+matplotlib = lazy_module("matplotlib")
+plt = lazy_module("matplotlib.pyplot")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "ex2psro"
@@ -76,6 +63,8 @@ def _game(p: Ex2psroParams, instances: str):
 
 
 def _config(p: Ex2psroParams, explore: str, gro_weight: float) -> PSROConfig:
+    from icml25.pipelines.ex2psro.psro import PSROConfig
+    from icml25.pipelines.ex2psro.responses import SACConfig
     o, e, r = p.oracle, p.explore, p.psro.rrd
     sac = SACConfig(hidden=tuple(o.hidden), alpha=o.alpha, gamma=o.gamma, lr_pi=o.lr_pi,
                     lr_q=o.lr_q, tau=o.tau, value_clip=o.value_clip, batch=o.batch)
@@ -94,6 +83,8 @@ def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
     ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`),
     method by method; no run when the shard has no seed. A run depends on its method and seed
     alone (the game keeps no state between episodes), so the shards may run in any order."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.ex2psro.psro import run_psro
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -133,6 +124,13 @@ def evaluate_runs(instances: str, params: dict[str, Any],
     """Combined game over every policy of every run (``shard_runs``: the runs of every seed
     shard) plus one unregularised SAC best response to each run's final meta-strategy;
     per-iteration welfare and regret curves."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.ex2psro.psro import (
+        PSROConfig,
+        cross_evaluate,
+        make_policy,
+        train_response,
+    )
     p = _params(params)
     runs = _merge_shards(p, shard_runs)
     set_threads(p.num_threads)
@@ -208,6 +206,13 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
     per seed (:func:`random_welfare_per_seed`, the run's own empirical game, the scale of the
     methods' ``final_welfare``); its combined-game metrics are one evaluation each.
     ``confidence``: the level of the claims' one-sided bounds (``params:claims_confidence``)."""
+    from icml25.core.tracking import (
+        log_claim_counts,
+        log_metrics,
+        log_variants,
+        seed_means,
+        variant_run,
+    )
     p = _params(params)
     curves = evaluation["curves"]
     final = curves[curves["iteration"] == p.psro.iters]
@@ -248,6 +253,7 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
 
 def plot_curves(evaluation: dict[str, Any], params: dict[str, Any]) -> dict[str, plt.Figure]:
     """Welfare and regret of the meta-strategy against PSRO iteration (mean +- std over seeds)."""
+    matplotlib.use("Agg")
     p = _params(params)
     curves = evaluation["curves"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))

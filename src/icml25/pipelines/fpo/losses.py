@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
+from icml25.core.lazy_import import lazy_module
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
 
 METHODS = ("dpo", "simpo", "tdpo1", "tdpo2", "fpo")
 #: Methods that run the reference model during training (their cost; FPO and SimPO do not).

@@ -3,45 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
-from icml25.pipelines.fpo.align import (
-    LossSettings,
-    Pairs,
-    ReferenceCache,
-    align,
-    cache_reference,
-    clean_pairs,
-    make_pairs,
-    mean_reward,
-)
-from icml25.pipelines.fpo.evaluate import (
-    bootstrap_ci,
-    diversity,
-    drift,
-    length_controlled_win_rate,
-    pair_accuracy,
-    win_scores,
-)
-from icml25.pipelines.fpo.lm import build_model, generate, response_activations, train_sft
 from icml25.pipelines.fpo.params import FPOParams
-from icml25.pipelines.fpo.sae import SparseAutoencoder, train_sae
 from icml25.pipelines.fpo.world import (
     EOS,
     Prompt,
@@ -54,6 +24,14 @@ from icml25.pipelines.fpo.world import (
     write_response,
 )
 
+if TYPE_CHECKING:
+    from icml25.pipelines.fpo.align import LossSettings, Pairs
+    from icml25.pipelines.fpo.sae import SparseAutoencoder
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+
 logger = logging.getLogger(__name__)
 PIPELINE = "fpo"
 
@@ -63,6 +41,7 @@ def _params(params: dict[str, Any]) -> FPOParams:
 
 
 def _loss_settings(p: FPOParams, method: str) -> LossSettings:
+    from icml25.pipelines.fpo.align import LossSettings
     cfg = getattr(p.loss, method)
     return LossSettings(beta=cfg.beta, alpha=getattr(cfg, "alpha", 0.5),
                         gamma=getattr(cfg, "gamma", 0.5), k=getattr(cfg, "k", 16),
@@ -71,6 +50,7 @@ def _loss_settings(p: FPOParams, method: str) -> LossSettings:
 
 
 def _model(p: FPOParams, world: World, state: dict[str, Any] | None = None):
+    from icml25.pipelines.fpo.lm import build_model
     m = p.model
     model = build_model(world, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.max_seq_len)
     if state is not None:
@@ -80,6 +60,7 @@ def _model(p: FPOParams, world: World, state: dict[str, Any] | None = None):
 
 
 def _sae(state: dict[str, Any]) -> SparseAutoencoder:
+    from icml25.pipelines.fpo.sae import SparseAutoencoder
     cfg = state["metadata"]["config"]
     sae = SparseAutoencoder(cfg["d"], cfg["m"], cfg["kind"], cfg["k_sae"])
     sae.load_state_dict(state["state_dict"])
@@ -131,6 +112,9 @@ def _corpus_ids(corpus: pd.DataFrame, world: World) -> tuple[list[list[int]], li
 
 def train_sft_node(corpus: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """The SFT model (the reference π_ref of every method)."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.core.tracking import log_metrics, variant_run
+    from icml25.pipelines.fpo.lm import train_sft
     p = _params(params)
     set_threads(p.num_threads)
     seed_everything(p.data_seed)
@@ -151,6 +135,9 @@ def train_sft_node(corpus: pd.DataFrame, params: dict[str, Any]) -> dict[str, An
 def train_sae_node(sft: dict[str, Any], corpus: pd.DataFrame,
                    params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The SAE on the SFT model's residual stream at ``sae.layer`` (response tokens)."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.fpo.lm import response_activations
+    from icml25.pipelines.fpo.sae import train_sae
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
@@ -171,6 +158,8 @@ def train_sae_node(sft: dict[str, Any], corpus: pd.DataFrame,
 def make_preferences(sft: dict[str, Any], params: dict[str, Any]
                      ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train and dev preference pairs sampled from the SFT model and labelled by r*."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.fpo.align import make_pairs
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
@@ -202,6 +191,7 @@ def pairs_to_frame(pairs: Pairs, world: World, split: str) -> pd.DataFrame:
 
 def frame_to_pairs(frame: pd.DataFrame, world: World, split: str, max_seq_len: int) -> Pairs:
     """Pairs of one split from the preference table; malformed rows are counted and skipped."""
+    from icml25.pipelines.fpo.align import clean_pairs
     required = {"split", "topic", "tone", "length", "words", "chosen", "rejected"}
     missing = required - set(frame.columns)
     if missing:
@@ -219,6 +209,8 @@ def frame_to_pairs(frame: pd.DataFrame, world: World, split: str, max_seq_len: i
 def cache_reference_node(sft: dict[str, Any], sae_state: dict[str, Any],
                          preferences: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """FPO's offline reference cache over the training pairs (one pass, no gradient)."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.fpo.align import cache_reference
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
@@ -236,6 +228,8 @@ def _aligner(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[s
     """``run(lr, seed)``: align the SFT model with ``method`` at learning rate ``lr`` from
     ``seed`` alone (the SFT model is copied, never changed), and the world and dev pairs the
     learning rate is picked on."""
+    from icml25.core.device import seed_everything
+    from icml25.pipelines.fpo.align import ReferenceCache, align
     world = make_world()
     sft_model = _model(p, world, sft)
     sae = _sae(sae_state)
@@ -275,6 +269,8 @@ def select_learning_rate(sft: dict[str, Any], sae_state: dict[str, Any],
     ``align.lr_grid`` entry): ``{seed_<first>: policy state + training log}`` of the first seed
     trained at the chosen rate, whose metadata (``lr``, ``dev_reward_by_lr``) every seed shard
     of the method trains at; empty when the method is not in ``align.methods``."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.fpo.align import mean_reward
     p = _params(params)
     set_threads(p.num_threads)
     if method not in p.align.methods:
@@ -300,6 +296,7 @@ def align_method(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: di
     :func:`icml25.core.sweep.shard_seeds`); the first seed's policy is the selection's own run.
     Returns ``{seed_<s>: policy state + training log}``, empty when the shard has no seed or the
     method is not in ``align.methods``. Each seed's policy depends on that seed alone."""
+    from icml25.core.device import set_threads
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if method not in p.align.methods or not seeds:
@@ -351,6 +348,16 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
     """Generations of SFT and every aligned policy (``policies``: every method's seed shards) on
     the evaluation prompts at each temperature, judged by r*; returns (per-response table,
     per-variant-seed metric table)."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.fpo.evaluate import (
+        bootstrap_ci,
+        diversity,
+        drift,
+        length_controlled_win_rate,
+        pair_accuracy,
+        win_scores,
+    )
+    from icml25.pipelines.fpo.lm import generate
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
@@ -439,6 +446,7 @@ def prompt_metrics(generations: pd.DataFrame, metrics: dict[str, dict[str, list[
     ``win_vs_sft_<t>`` (score against SFT's response of the same seed) and
     ``fpo_win_rate_against_<t>`` (FPO's score against the variant's response of the same seed);
     a seed's mean over the prompts is that seed's metric."""
+    from icml25.pipelines.fpo.evaluate import win_scores
     per_prompt = {c["metric"] for c in claims if c.get("unit") is not None}
     for c in claims:
         unit = c.get("unit")
@@ -482,6 +490,7 @@ def judge_claims(table: pd.DataFrame, generations: pd.DataFrame, sae_report: dic
     Reward and win-rate claims with ``unit: prompt`` pair the variants over the evaluation
     prompts (each prompt's value averaged over the seeds, :func:`prompt_metrics`); every other
     claim pairs over the seeds."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     if table.empty:
         raise ValueError("fpo evaluation table is empty")

@@ -11,19 +11,18 @@ import math
 import time
 from typing import Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
 from icml25.pipelines.frugal import corpus
 from icml25.pipelines.frugal.params import VARIANTS, FrugalParams
-from icml25.pipelines.frugal.pretraining import pretrain
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "frugal"
@@ -106,6 +105,8 @@ def pretrain_variant(train_ids: np.ndarray, val_ids: np.ndarray, tokenizer_json:
     trained models ``{seed_<s>: {state_dict, metadata}}``; both hold no seed when the shard has
     none. Each seed's run depends on that seed alone, so the shards may run in any order.
     """
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.frugal.pretraining import pretrain
     p = _params(params)
     cfg = p.optimizers[variant]
     seeds = shard_seeds(p.seeds_of(variant), shard, n_shards)
@@ -205,6 +206,7 @@ def compare(corpus_meta: dict[str, Any], params: dict[str, Any], run_info: dict[
             ) -> tuple[dict, dict, pd.DataFrame, dict[str, Any]]:
     """metrics.json, claims.json (paired by seed, one-sided bounds at ``confidence``), the
     results table and figures from every variant's seed shards; MLflow child runs."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     results = _merge_shards(list(shard_results))
     metrics = _per_seed_metrics(results)

@@ -16,33 +16,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
-from icml25.pipelines.functional_tom import plots
-from icml25.pipelines.functional_tom.episodes import LOG_COLUMNS, run_episode
 from icml25.pipelines.functional_tom.games import Game, make_game
-from icml25.pipelines.functional_tom.meta_agent import (
-    MetaConfig,
-    evaluate_meta_agent,
-    load_model,
-    model_record,
-    train_meta_agent,
-)
 from icml25.pipelines.functional_tom.optimal_play import solve
 from icml25.pipelines.functional_tom.params import FunctionalTomParams
 from icml25.pipelines.functional_tom.partners import (
@@ -55,8 +36,11 @@ from icml25.pipelines.functional_tom.reference_agents import (
     make_reference_agent,
     random_closed_form,
 )
-from icml25.pipelines.functional_tom.scoring import agent_metrics, cell_table
-from icml25.pipelines.functional_tom.scoring import score_episodes as _score
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+plots = lazy_module("icml25.pipelines.functional_tom.plots")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "functional_tom"
@@ -84,6 +68,7 @@ def _log_frame(rows: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _tag(log: pd.DataFrame, scenario_id: int, agent: str) -> pd.DataFrame:
+    from icml25.pipelines.functional_tom.episodes import LOG_COLUMNS
     log = log[list(LOG_COLUMNS)].copy()
     log.insert(0, "agent", agent)
     log.insert(0, "scenario_id", scenario_id)
@@ -146,6 +131,7 @@ def compute_optimal_values(scenarios: pd.DataFrame, params: dict[str, Any]) -> p
 # --- 2. agents ----------------------------------------------------------------------------------
 def run_reference_agents(scenarios: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Every reference agent against every scenario (all suites): per-round logs."""
+    from icml25.pipelines.functional_tom.episodes import run_episode
     p = _params(params)
     games = _games(p)
     ref = p.reference
@@ -188,6 +174,12 @@ def train_meta_agents(params: dict[str, Any], shard: int = 0, n_shards: int = 1
     :func:`icml25.core.sweep.shard_seeds`): state dicts for the model partition and the training
     curves, both empty when the shard has no seed. Each model depends on its game, kind and seed
     alone, so the shards may run in any order."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.functional_tom.meta_agent import (
+        MetaConfig,
+        model_record,
+        train_meta_agent,
+    )
     p = _params(params)
     games = _games(p)
     m = p.meta
@@ -247,6 +239,8 @@ def run_meta_agent(scenarios: pd.DataFrame, params: dict[str, Any],
     rollout per cell): (a) policy head, (b) ToM head + myopic BR, (c) ToM-only model + BR.
     ``shard_models`` are the model partitions of every meta-training seed shard. A run seed
     whose trained model is absent uses the first trained seed of that game."""
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.functional_tom.meta_agent import evaluate_meta_agent, load_model
     p = _params(params)
     games = _games(p)
     set_threads(p.num_threads)
@@ -296,6 +290,8 @@ def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any]) -> pd.DataFr
     """Every configured prompting strategy on the ``llm`` suite (skipped when ``llm.backend:
     none``). Endpoint failures are counted invalid answers inside the agent; an episode that
     fails for any other reason is logged and skipped, the finished ones are kept."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.functional_tom.episodes import run_episode
     from icml25.pipelines.functional_tom.llm_agent import LLMAgent, make_backend
     from icml25.pipelines.functional_tom.prompts import (
         build_prompt,
@@ -372,6 +368,7 @@ def score_episodes(reference_logs: pd.DataFrame, meta_logs: pd.DataFrame,
                    llm_logs: pd.DataFrame, scenarios: pd.DataFrame,
                    optimal: pd.DataFrame) -> pd.DataFrame:
     """Per-episode metrics of every agent (Delta_F/T, Delta_ToM/T, ToM %, gap, invalid rate)."""
+    from icml25.pipelines.functional_tom.scoring import score_episodes as _score
     logs = pd.concat([x for x in (reference_logs, meta_logs, llm_logs) if not x.empty],
                      ignore_index=True)
     return _score(logs, scenarios, optimal.drop(columns=["r_star"]))
@@ -391,6 +388,14 @@ def judge_claims(scores: pd.DataFrame, curves: pd.DataFrame, params: dict[str, A
 
     Every agent plays the episodes of every evaluation seed, so the claims pair by seed;
     ``confidence`` is the level of their one-sided bounds (``params:claims_confidence``)."""
+    from icml25.core.tracking import (
+        log_claim_counts,
+        log_metrics,
+        log_variants,
+        seed_means,
+        variant_run,
+    )
+    from icml25.pipelines.functional_tom.scoring import agent_metrics, cell_table
     p = _params(params)
     metrics = agent_metrics(scores, p.paper_tabular_regret)
     cells = cell_table(scores)
@@ -433,6 +438,7 @@ def plot_literal_vs_functional(scores: pd.DataFrame, reference_logs: pd.DataFram
                                optimal: pd.DataFrame) -> dict[str, Any]:
     """Heatmaps (regret / ToM % / gap per agent x cell), the ToM % vs regret scatter and the
     cumulative regret curves of the key cells."""
+    from icml25.pipelines.functional_tom.scoring import cell_table
     matplotlib.use("Agg")
     logs = pd.concat([x for x in (reference_logs, meta_logs) if not x.empty], ignore_index=True)
     return plots.make_figures(cell_table(scores), logs, scenarios, optimal)

@@ -11,25 +11,15 @@ seed to the next, so the shards may run in any order.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import torch
 
 from icml25.core.claims import claims_report, metrics_report, with_unit_values
-from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset, stratified_split
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
 from icml25.pipelines.knowledge_swap.glyphs import make_glyph_set
 from icml25.pipelines.knowledge_swap.params import (
     PRETRAINED_CLASSES,
@@ -38,7 +28,6 @@ from icml25.pipelines.knowledge_swap.params import (
     KnowledgeSwapParams,
 )
 from icml25.pipelines.knowledge_swap.plots import plot_lora_norms, plot_stage_accuracy
-from icml25.pipelines.knowledge_swap.pretraining import PretrainHyper, train_classifier
 from icml25.pipelines.knowledge_swap.swap import (
     EVAL_SETS,
     SwapHyper,
@@ -48,7 +37,14 @@ from icml25.pipelines.knowledge_swap.swap import (
     run_swap,
     subset_indices,
 )
-from icml25.pipelines.knowledge_swap.vit import ViTConfig, model_from_state
+
+if TYPE_CHECKING:
+    from icml25.pipelines.knowledge_swap.pretraining import PretrainHyper
+    from icml25.pipelines.knowledge_swap.vit import ViTConfig
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+torch = lazy_module("torch")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "knowledge_swap"
@@ -66,11 +62,13 @@ def _entry(partition: Any) -> dict[str, Any]:
 
 
 def _setup(p: KnowledgeSwapParams) -> torch.device:
+    from icml25.core.device import resolve_device, set_threads
     set_threads(p.num_threads)
     return resolve_device(p.device)
 
 
 def _vit_config(p: KnowledgeSwapParams, n_classes: int) -> ViTConfig:
+    from icml25.pipelines.knowledge_swap.vit import ViTConfig
     return ViTConfig(patch=p.vit.patch, dim=p.vit.dim, depth=p.vit.depth, heads=p.vit.heads,
                      mlp=p.vit.mlp, n_classes=n_classes)
 
@@ -84,6 +82,7 @@ def _swap_hyper(p: KnowledgeSwapParams) -> SwapHyper:
 
 
 def _pretrain_hyper(p: KnowledgeSwapParams) -> PretrainHyper:
+    from icml25.pipelines.knowledge_swap.pretraining import PretrainHyper
     q = p.pretrain
     return PretrainHyper(epochs=q.epochs, batch_size=q.batch_size, lr=q.lr,
                          weight_decay=q.weight_decay, max_shift=q.max_shift)
@@ -147,6 +146,8 @@ def split_sets(mnist: dict[str, np.ndarray], glyphs: dict[str, Any],
 # ---------------------------------------------------------------------------------- models
 def _train_models(sets: dict[str, Any], params: dict[str, Any], oracle: bool, shard: int,
                   n_shards: int) -> dict[str, Any]:
+    from icml25.core.device import seed_everything
+    from icml25.pipelines.knowledge_swap.pretraining import train_classifier
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -193,6 +194,8 @@ def swap_variant(pretrained: dict[str, Any], sets: dict[str, Any], params: dict[
     """One swap variant (``swap.PLANS[variant]``) from the pretrained backbone of each seed of
     seed shard ``shard`` of ``n_shards`` (``pretrained`` is that shard's backbones); returns the
     per-seed results (accuracies per stage, curves, LoRA norms) and the swapped weights."""
+    from icml25.core.device import seed_everything
+    from icml25.pipelines.knowledge_swap.vit import model_from_state
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -291,6 +294,13 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
     """``metrics.json`` and ``claims.json`` from the run's own accuracies (every seed shard of
     the backbones, oracles and swap variants, see :func:`_split_shards`), each verdict from the
     paired interval at ``confidence`` (``params:claims_confidence``); MLflow child runs."""
+    from icml25.core.tracking import (
+        log_claim_counts,
+        log_metrics,
+        log_variants,
+        seed_means,
+        variant_run,
+    )
     p = _params(params)
     pretrained, oracle, results = _split_shards(n_shards, shards)
     metrics = collect_metrics(pretrained, oracle, results, p.seeds)

@@ -21,27 +21,22 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 from tqdm.auto import tqdm
 
-from icml25.pipelines.knowledge_swap.vit import (
-    ViT,
-    accuracy,
-    add_lora,
-    expand_head,
-    group_sparse_penalty,
-    lora_update_norms,
-    mark_only_lora_trainable,
-    predict,
-)
+from icml25.core.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    from icml25.pipelines.knowledge_swap.vit import ViT
+
+torch = lazy_module("torch")
+nn = lazy_module("torch.nn")
+F = lazy_module("torch.nn.functional")
 
 Arrays = tuple[np.ndarray, np.ndarray]
-TensorSet = tuple[torch.Tensor, torch.Tensor]
+TensorSet = tuple["torch.Tensor", "torch.Tensor"]  # quoted: torch loads when a swap runs
 SET_NAMES = ("retain_train", "retain_test", "forget_train", "forget_test", "learn_train",
              "learn_test")
 EVAL_SETS = ("retain", "forget", "learn")
@@ -204,12 +199,14 @@ def make_optimizer(params: list[nn.Parameter], hp: SwapHyper) -> torch.optim.Ada
 
 def evaluate(model: nn.Module, tests: dict[str, TensorSet]) -> dict[str, float]:
     """Top-1 accuracy (%) on the retain, forget and learn test sets (argmax over all logits)."""
+    from icml25.pipelines.knowledge_swap.vit import accuracy
     return {name: accuracy(model, *tests[name]) for name in EVAL_SETS}
 
 
 def evaluate_items(model: nn.Module, tests: dict[str, TensorSet]) -> dict[str, list[float]]:
     """Per test image of each set: 100 where the top-1 prediction is the label, else 0 (the
     mean over a set is :func:`evaluate`'s accuracy)."""
+    from icml25.pipelines.knowledge_swap.vit import predict
     return {name: ((predict(model, tests[name][0]) == tests[name][1]).float() * 100.0)
             .cpu().tolist() for name in EVAL_SETS}
 
@@ -224,6 +221,7 @@ def run_stage(model: ViT, opt: torch.optim.Optimizer, stage: Stage, train: dict[
               on_norms: Callable[[float], None] | None = None,
               desc: str = "stage", progress: bool = True) -> None:
     """Train ``model`` through one stage (loss by ``stage.kind``) with the shared optimizer."""
+    from icml25.pipelines.knowledge_swap.vit import group_sparse_penalty
     keep = _cat([train[name] for name in stage.keep])
     n = len(keep[1])
     steps = math.ceil(n / hp.batch_size)
@@ -278,6 +276,7 @@ def run_stage(model: ViT, opt: torch.optim.Optimizer, stage: Stage, train: dict[
 def prepare_swap_model(model: ViT, n_learn: int, hp: SwapHyper,
                        seed: int) -> tuple[ViT, list[nn.Parameter]]:
     """Expand the head, add LoRA (re-initialised under ``seed``), freeze all but LoRA."""
+    from icml25.pipelines.knowledge_swap.vit import add_lora, expand_head, mark_only_lora_trainable
     generator = torch.Generator().manual_seed(seed)
     expand_head(model, n_learn, generator)
     torch.manual_seed(seed)
@@ -295,6 +294,7 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
     per-block LoRA update norms over time and each test image's final 0/100 correctness
     (``correct_final``, per test set).
     """
+    from icml25.pipelines.knowledge_swap.vit import lora_update_norms
     if variant not in PLANS:
         raise ValueError(f"unknown swap variant {variant!r}; known: {sorted(PLANS)}")
     started = time.perf_counter()

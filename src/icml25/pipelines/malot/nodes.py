@@ -8,25 +8,24 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
-from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, whole_proof
-from icml25.pipelines.malot.minilean import Settings
 from icml25.pipelines.malot.params import LOT_VARIANTS, ROLES, VARIANTS, MalotParams
-from icml25.pipelines.malot.soundness import false_suite_results, random_inequalities
 from icml25.pipelines.malot.synthetic import correction_records, generate_theorems
-from icml25.pipelines.malot.verifier import make_verifier
+
+if TYPE_CHECKING:
+    from icml25.pipelines.malot.minilean import Settings
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "malot"
@@ -41,6 +40,7 @@ def _params(params: dict[str, Any]) -> MalotParams:
 
 
 def _settings(p: MalotParams) -> Settings:
+    from icml25.pipelines.malot.minilean import Settings
     return Settings(z3_timeout_s=p.verifier.z3_timeout_s, proof_timeout_s=p.verifier.timeout_s,
                     max_chars=p.verifier.max_chars)
 
@@ -101,6 +101,7 @@ def load_minif2f(params: dict[str, Any]) -> pd.DataFrame:
 
 def parse_fragment(minif2f: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Per miniF2F statement: inside MiniLean's fragment or not, and why (coverage metric)."""
+    from icml25.pipelines.malot.lean_syntax import OutOfFragment, parse_statement
     p = _params(params)
     rows = []
     for row in tqdm(minif2f.itertuples(), total=len(minif2f), desc="malot: fragment",
@@ -180,6 +181,8 @@ def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.Dat
     :func:`icml25.core.sweep.shard_seeds`); returns every attempt and each theorem's solving
     round. The agents are seeded per (seed, theorem) and the verifier's cache only saves work,
     so a seed's rows do not depend on the shard; empty tables for a shard without a seed."""
+    from icml25.pipelines.malot.loop import ma_lot, whole_proof
+    from icml25.pipelines.malot.verifier import make_verifier
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     b = p.budget
@@ -286,6 +289,7 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
     from icml25.core.device import set_threads
     from icml25.pipelines.malot.loop import ma_lot_many, whole_proof_many
     from icml25.pipelines.malot.lot_model import LotAgent
+    from icml25.pipelines.malot.verifier import make_verifier
 
     p = _params(params)
     empty = pd.DataFrame(columns=["variant", "seed", "set", "family", "name", "generations",
@@ -386,6 +390,7 @@ def merge_lot_training(params: dict[str, Any], *shard_histories: pd.DataFrame) -
 
 def check_soundness(params: dict[str, Any]) -> pd.DataFrame:
     """The false-statement suite and the random-inequality property of MiniLean's soundness."""
+    from icml25.pipelines.malot.soundness import false_suite_results, random_inequalities
     p = _params(params)
     settings = _settings(p)
     rows = [{**r, "suite": "false_statements", "counterexample": True}
@@ -402,6 +407,7 @@ def variant_metrics(solved: pd.DataFrame, attempts: pd.DataFrame, rounds: int,
                     seeds: list[int]) -> dict[str, dict[str, list[float]]]:
     """Per variant, per seed: cumulative accuracy per round (synthetic held-out), the final
     accuracy on synthetic and miniF2F, round gains, verifier time per proof, generations."""
+    from icml25.pipelines.malot.loop import cumulative_accuracy
     metrics: dict[str, dict[str, list[float]]] = {}
     present = set(solved["variant"]) if len(solved) else set()
     for variant in [v for v in ROLES if v in present]:
@@ -477,6 +483,7 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
     The claims are judged by :mod:`icml25.core.claims` at ``confidence`` (one-sided bounds):
     accuracy claims pair the variants over the synthetic held-out theorems
     (:func:`theorem_metrics`), the checker's soundness counts are exact."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     lot_tokens = ({v: float(g["tokens"].mean()) for v, g in lot_solved.groupby("variant")}
                   if len(lot_solved) else {})

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from icml25.pipelines.malot.minilean import Settings, lean_file, verify
+if TYPE_CHECKING:
+    from icml25.pipelines.malot.minilean import Settings
 
 FAMILIES = ("linear", "evaluation", "identity", "square_hint", "modular", "conjunction")
 _VARS = ("x", "y", "z", "w")
@@ -147,6 +148,7 @@ def generate_theorems(n: int, seed: int, prefix: str, cmax: int = 9, max_vars: i
                       families: tuple[str, ...] = FAMILIES,
                       settings: Settings | None = None) -> list[dict[str, Any]]:
     """``n`` theorems cycling through ``families``; each reference proof is MiniLean-checked."""
+    from icml25.pipelines.malot.minilean import lean_file, verify
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):
@@ -190,6 +192,7 @@ def correction_records(theorems: list[dict[str, Any]], per_theorem: int, seed: i
                        settings: Settings | None = None) -> list[dict[str, Any]]:
     """Synthetic LoT-CD: (statement, wrong proof, errors, correct proof) where MiniLean rejects
     the wrong proof."""
+    from icml25.pipelines.malot.minilean import lean_file, verify
     rng = np.random.default_rng(seed)
     rows = []
     for thm in theorems:

@@ -12,36 +12,25 @@ import math
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
+from icml25.core.lazy_import import lazy_module
 from icml25.core.mdp import TabularMDP, average_reward_lp, relative_value_iteration
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.quantum_rl.agents import AgentConfig, log_checkpoints, run_agent
-from icml25.pipelines.quantum_rl.amplitude_estimation import (
-    auto_k,
-    estimator_error_table,
-    union_bound_delta,
-)
-from icml25.pipelines.quantum_rl.circuits import circuit_check
 from icml25.pipelines.quantum_rl.environments import build_mdp
-from icml25.pipelines.quantum_rl.evaluation import (
-    check_curves,
-    constants_figure,
-    estimator_figure,
-    estimator_slopes,
-    regret_figure,
-    variant_metrics,
-)
 from icml25.pipelines.quantum_rl.params import QuantumRLParams
+
+if TYPE_CHECKING:
+    from icml25.pipelines.quantum_rl.agents import AgentConfig
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "quantum_rl"
@@ -90,6 +79,11 @@ def estimator_scaling(params: dict[str, Any]) -> pd.DataFrame:
     check), with the pipeline's K (``auto``: Q-UCRL's K on the claim environment) and kappa;
     one table per seed of ``seeds`` (generator ``[estimator_scaling.seed, seed]``), stacked with
     a ``seed`` column."""
+    from icml25.pipelines.quantum_rl.amplitude_estimation import (
+        auto_k,
+        estimator_error_table,
+        union_bound_delta,
+    )
     p = _params(params)
     cfg = p.estimator_scaling
     K = p.estimator.K
@@ -107,6 +101,7 @@ def estimator_scaling(params: dict[str, Any]) -> pd.DataFrame:
 
 def check_circuits(params: dict[str, Any]) -> dict[str, Any]:
     """TV distance between qiskit-aer AE histograms and the analytic pmf (skipped w/o qiskit)."""
+    from icml25.pipelines.quantum_rl.circuits import circuit_check
     p = _params(params)
     cfg = p.circuit
     if not cfg.enabled:
@@ -120,6 +115,7 @@ def check_circuits(params: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- agents
 def agent_config(p: QuantumRLParams, name: str) -> AgentConfig:
+    from icml25.pipelines.quantum_rl.agents import AgentConfig
     agent = p.agents[name]
     est = agent.estimator_overrides or p.estimator
     return AgentConfig(kind=agent.kind, estimator=agent.estimator, radius=agent.radius,
@@ -156,6 +152,7 @@ def run_agents(mdps: dict[str, dict[str, Any]], optimal: dict[str, Any],
     log-spaced checkpoints, per-epoch logs, per-run timings and the final estimates ``P_hat``,
     ``N``. A run draws from its own generator (:func:`run_seed_rng` of seed and environment), so
     it does not depend on the shard; a shard without a seed gives empty tables."""
+    from icml25.pipelines.quantum_rl.agents import log_checkpoints, run_agent
     p = _params(params)
     jobs = _jobs(p, shard, n_shards)
     curves, epochs, runs, finals = [], [], [], {}
@@ -268,6 +265,12 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
     """``metrics.json`` and ``claims.json`` from the run's own results; MLflow child runs.
 
     ``confidence``: the level of every claim's one-sided bounds (``params:claims_confidence``)."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
+    from icml25.pipelines.quantum_rl.evaluation import (
+        check_curves,
+        estimator_slopes,
+        variant_metrics,
+    )
     p = _params(params)
     check_curves(curves)
     envs = {e: (optimal[e]["n_states"], optimal[e]["n_actions"]) for e in p.envs}
@@ -310,6 +313,11 @@ def plot_results(curves: pd.DataFrame, estimator_table: pd.DataFrame, optimal: d
                  metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Regret curves per environment (log-log), estimator error vs n, and R(T)/coverage against
     the radius constant on the claim environment."""
+    from icml25.pipelines.quantum_rl.evaluation import (
+        constants_figure,
+        estimator_figure,
+        regret_figure,
+    )
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import mlflow
-
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.pipelines.report.params import ReportParams
 from icml25.pipelines.report.scorecard import (
@@ -18,6 +17,8 @@ from icml25.pipelines.report.scorecard import (
     to_markdown,
     totals_line,
 )
+
+mlflow = lazy_module("mlflow")
 
 logger = logging.getLogger(__name__)
 

@@ -10,32 +10,23 @@ import logging
 import math
 from typing import Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.mdp import TabularMDP
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_metrics, log_variants, variant_run
 from icml25.pipelines.robust_rl import tabular_study as ts
 from icml25.pipelines.robust_rl.environments import make_env
 from icml25.pipelines.robust_rl.fa_linear_study import run_fa_linear
 from icml25.pipelines.robust_rl.params import RobustRLParams
 from icml25.pipelines.robust_rl.reduction import reduction_discount
-from icml25.pipelines.robust_rl.report import (
-    dqn_metrics,
-    fa_linear_metrics,
-    plot_cartpole,
-    plot_fa_linear,
-    plot_gap_vs_eps,
-    plot_gap_vs_n,
-    tabular_metrics,
-)
 from icml25.pipelines.robust_rl.uncertainty import UncertaintySet
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "robust_rl"
@@ -176,6 +167,7 @@ def fa_dqn(params: dict[str, Any], variant: str = "robust_dqn", shard: int = 0,
     on the perturbation grid. Every seed starts from :func:`seed_everything`, so its network and
     scores do not depend on the shard. Nothing when the DQN study is off or the shard has no
     seed."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
     p = _params(params)
     c = p.fa_dqn
     if variant not in DQN_VARIANTS:
@@ -260,6 +252,8 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
     (one per variant, the same metric names within each study). Claims pair variants by seed at
     the level ``confidence`` (``params:claims_confidence``): each study's variants ran the same
     seeds (``seeds``, ``fa_linear.seeds``, ``fa_dqn.seeds``), passed on as ``seeds_of``."""
+    from icml25.core.tracking import log_claim_counts, log_variants
+    from icml25.pipelines.robust_rl.report import dqn_metrics, fa_linear_metrics, tabular_metrics
     p = _params(params)
     groups = {"tabular": tabular_metrics(gaps, truth, p.tabular.eps, p.tabular.slope_floor)}
     if fa_summary.get("enabled"):
@@ -312,6 +306,7 @@ def _mean(values: Any) -> float:
 
 def log_linear_traces(fa_trace: pd.DataFrame, params: dict[str, Any]) -> None:
     """The linear learners' convergence traces as MLflow runs (one per variant and seed)."""
+    from icml25.core.tracking import log_metrics, variant_run
     if mlflow.active_run() is None or fa_trace.empty:
         return
     for (variant, seed), rows in fa_trace.groupby(["variant", "seed"]):
@@ -326,6 +321,12 @@ def log_linear_traces(fa_trace: pd.DataFrame, params: dict[str, Any]) -> None:
 def plot_results(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFrame,
                  cartpole: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Gap vs N (log-log), gap vs eps against 3 eps, linear-learner traces, CartPole grid."""
+    from icml25.pipelines.robust_rl.report import (
+        plot_cartpole,
+        plot_fa_linear,
+        plot_gap_vs_eps,
+        plot_gap_vs_n,
+    )
     matplotlib.use("Agg")
     p = _params(params)
     figures = {"gap_vs_N.png": plot_gap_vs_n(gaps, truth),

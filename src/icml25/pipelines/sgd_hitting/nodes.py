@@ -15,20 +15,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.sgd_hitting import experiments as xp
-from icml25.pipelines.sgd_hitting import monte_carlo as mc
 from icml25.pipelines.sgd_hitting.params import SgdHittingParams
 from icml25.pipelines.sgd_hitting.predictions import VARIANTS, cost_matrix, predict
+
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+xp = lazy_module("icml25.pipelines.sgd_hitting.experiments")
+mc = lazy_module("icml25.pipelines.sgd_hitting.monte_carlo")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "sgd_hitting"
@@ -62,6 +62,7 @@ def resolve_parameters(params: dict[str, Any]) -> dict[str, Any]:
 
 def find_critical_points(params: dict[str, Any]) -> pd.DataFrame:
     """Critical points of every landscape (grid + Newton/Brent), classified by the Hessian."""
+    from icml25.core.device import set_threads
     p = _params(params)
     set_threads(p.num_threads)
     return xp.critical_points_table(p)
@@ -70,6 +71,7 @@ def find_critical_points(params: dict[str, Any]) -> pd.DataFrame:
 def compute_costs(critical_points: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Ṽ between adjacent minima for each (landscape, noise) an experiment uses: the exact
     law (HJ in 1-D, gMAM in 2-D) and its Gaussian approximation; with the gMAM paths."""
+    from icml25.core.device import set_threads
     p = _params(params)
     set_threads(p.num_threads)
     _check_table(critical_points, "critical_points", ["landscape", "id", "x", "f", "kind"])
@@ -127,6 +129,7 @@ def _mc_job(params: dict[str, Any], critical_points: pd.DataFrame, name: str, se
             k: int) -> pd.DataFrame:
     """One (experiment, seed, η) Monte-Carlo run; a module-level function so that worker
     processes can run it (they rebuild the landscape from the parameters)."""
+    from icml25.core.device import seed_everything, set_threads
     p = _params(params)
     set_threads(p.num_threads)
     e = p.experiments[name]
@@ -232,6 +235,7 @@ def merge_hitting_times(params: dict[str, Any], *shards: pd.DataFrame) -> pd.Dat
 
 def exact_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Exact E τ (and medians) of 1-D SGD on a grid, per (experiment, η)."""
+    from icml25.core.device import set_threads
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
@@ -349,6 +353,7 @@ def judge_claims(scaling_fits: dict[str, Any], energies: dict[str, Any],
     are judged at the level ``confidence`` (``params:claims_confidence``): Monte-Carlo metrics
     per seed of ``seeds`` (every prediction variant carries the same fits), exact-solver
     metrics as one deterministic number."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     metrics = collect_metrics(scaling_fits, energies, p)
     throughput = {n: {k: f[k] for k in ("chain_steps", "seconds", "chain_steps_per_second")}

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from icml25.pipelines.sgd_hitting import w_graphs
-from icml25.pipelines.sgd_hitting.critical_points import (
-    CriticalPoint,
-    adjacency,
-    basin_of,
-)
 from icml25.pipelines.sgd_hitting.landscapes import Landscape, Target
-from icml25.pipelines.sgd_hitting.noise_laws import NoiseLaw
-from icml25.pipelines.sgd_hitting.transition_costs import gmam, quasi_potential_1d
+
+if TYPE_CHECKING:
+    from icml25.pipelines.sgd_hitting.critical_points import CriticalPoint
+    from icml25.pipelines.sgd_hitting.noise_laws import NoiseLaw
 
 VARIANTS = ("w_graph", "gaussian_approx", "first_barrier", "sum_barriers", "largest_barrier",
             "eyring_kramers")
@@ -44,6 +41,7 @@ class MinimaGraph:
 
 
 def minima_graph(landscape: Landscape, points: list[CriticalPoint]) -> MinimaGraph:
+    from icml25.pipelines.sgd_hitting.critical_points import adjacency
     minima = [p for p in points if p.kind == "minimum"]
     if not minima:
         raise ValueError(f"{landscape.name}: no local minimum inside the box")
@@ -61,6 +59,7 @@ def cost_matrix(landscape: Landscape, graph: MinimaGraph, noise: NoiseLaw,
 
     In 2-D the costs out of the global minima are left at +inf, not computed: W absorbs, so no
     W-graph and no prediction uses them, and each gMAM solve is the expensive step."""
+    from icml25.pipelines.sgd_hitting.transition_costs import gmam, quasi_potential_1d
     noise.require_finite_mgf(f"costs on {landscape.name}")
     n = len(graph.minima)
     costs = np.full((n, n), np.inf)
@@ -99,6 +98,7 @@ def start_and_target(landscape: Landscape, graph: MinimaGraph, start: list[float
                      start_minimum: int | None, target: dict[str, Any]) -> \
         tuple[np.ndarray, int, Target]:
     """Resolve the configured start (coordinates or minimum index) and U around W."""
+    from icml25.pipelines.sgd_hitting.critical_points import basin_of
     if start_minimum is not None:
         if not 0 <= start_minimum < len(graph.minima):
             raise ValueError(f"{landscape.name}: start_minimum {start_minimum} out of range; "

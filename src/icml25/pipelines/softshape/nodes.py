@@ -7,40 +7,22 @@ pipeline and returns plain data (dicts of arrays, tables, state dicts).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlflow
 import numpy as np
-import pandas as pd
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
-from icml25.pipelines.softshape.classifiers import TrainSettings
-from icml25.pipelines.softshape.evaluation import (
-    DETERMINISTIC,
-    dataset_units,
-    summarise,
-    variant_metrics,
-)
-from icml25.pipelines.softshape.experiment import (
-    prepare_dataset,
-    run_aeon,
-    run_fcn,
-    run_softshape_variant,
-)
-from icml25.pipelines.softshape.model import shape_size_and_stride
 from icml25.pipelines.softshape.params import SoftshapeParams
-from icml25.pipelines.softshape.plots import accuracy_figure, expert_load_figure, score_figure
 from icml25.pipelines.softshape.ucr_data import LabelledSeries, load_ucr, make_cbf
+
+if TYPE_CHECKING:
+    from icml25.pipelines.softshape.classifiers import TrainSettings
+
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "softshape"
@@ -54,6 +36,8 @@ def _params(params: dict[str, Any]) -> SoftshapeParams:
 
 def _settings(p: SoftshapeParams, epochs: int | None = None, patience: int | None = None,
               warm_up: int | None = None, batch_mode: str | None = None) -> TrainSettings:
+    from icml25.core.device import resolve_device
+    from icml25.pipelines.softshape.classifiers import TrainSettings
     t = p.train
     return TrainSettings(
         epochs=epochs or t.epochs, warm_up=t.warm_up if warm_up is None else warm_up,
@@ -95,6 +79,8 @@ def generate_cbf(params: dict[str, Any]) -> LabelledSeries | None:
 def prepare_folds(raw: dict[str, LabelledSeries], cbf: LabelledSeries | None,
                   params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Folds (same for every method), NaN fill with training means, per-series z-norm, (m, q)."""
+    from icml25.pipelines.softshape.experiment import prepare_dataset
+    from icml25.pipelines.softshape.model import shape_size_and_stride
     p = _params(params)
     sets = {**raw, **({"CBF": cbf} if cbf is not None else {})}
     prepared = {}
@@ -116,6 +102,8 @@ def train_softshape(prepared: dict[str, list[dict[str, Any]]], params: dict[str,
     """SoftShape on every data set and fold, once per seed of seed shard ``shard`` of
     ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`): models,
     result rows, test shape scores (of the shard's first seed). Every fit seeds itself."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.softshape.experiment import run_softshape_variant
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -135,6 +123,8 @@ def train_ablations(prepared: dict[str, list[dict[str, Any]]],
                     params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
     """The configured ablations on their data sets (same code path, flags only), once per seed
     of seed shard ``shard`` of ``n_shards``."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.softshape.experiment import run_softshape_variant
     p = _params(params)
     rows = []
     seeds = shard_seeds(p.ablations.seeds or p.seeds, shard, n_shards)
@@ -152,6 +142,8 @@ def run_baselines(prepared: dict[str, list[dict[str, Any]]],
     """MiniRocket, Rocket and 1-NN DTW from aeon, and the FCN, on the same folds, once per seed
     of seed shard ``shard`` of ``n_shards``; the deterministic 1-NN DTW runs once, for the
     first seed, which shard 0 holds."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.softshape.experiment import run_aeon, run_fcn
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
@@ -206,6 +198,19 @@ def evaluate(params: dict[str, Any], run_info: dict[str, Any], confidence: float
     that order); each variant as an MLflow child run with the same metric names; expert load
     logged. Claims are judged at ``confidence`` (``params:claims_confidence``); per-seed
     metrics pair over seeds, ``acc_by_dataset`` over the data sets (``unit: dataset``)."""
+    from icml25.core.tracking import (
+        log_claim_counts,
+        log_metrics,
+        log_variants,
+        seed_means,
+        variant_run,
+    )
+    from icml25.pipelines.softshape.evaluation import (
+        DETERMINISTIC,
+        dataset_units,
+        summarise,
+        variant_metrics,
+    )
     p = _params(params)
     method, ablations, baselines = (_merge_rows(g) for g in _split_shards(n_shards, shards, 3))
     results = pd.concat([t for t in (method, ablations, baselines) if len(t)],
@@ -253,6 +258,7 @@ def plot_figures(prepared: dict[str, list[dict[str, Any]]], metrics: dict[str, A
     """Accuracy bars, the expert load, and the learned shape scores over test series (the
     paper's interpretability figure; CBF with the true event window shaded) of the first fold
     and seed, which seed shard 0 holds."""
+    from icml25.pipelines.softshape.plots import accuracy_figure, expert_load_figure, score_figure
     p = _params(params)
     score_maps: dict[str, Any] = {}
     for maps in score_map_shards:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
 
 #: Sets loaded through sktime (aeon does not ship them).
 SKTIME_SETS = ("PLAID",)
@@ -200,6 +199,7 @@ def make_folds(data: LabelledSeries, split: str, n_folds: int, folds_to_run: lis
     merged, ``StratifiedKFold(n_folds, shuffle, seed)``; fold f's test is the f-th part. Either
     way the rest is split 3:1 into train/val (``StratifiedKFold(4, shuffle, seed)``, first split).
     """
+    from sklearn.model_selection import StratifiedKFold
     y = data.y
     if split == "original":
         outer = [(np.flatnonzero(~data.original_test), np.flatnonzero(data.original_test))]

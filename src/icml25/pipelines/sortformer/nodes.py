@@ -11,35 +11,15 @@ import logging
 import time
 from dataclasses import asdict
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-)
-from icml25.pipelines.sortformer import msasr
-from icml25.pipelines.sortformer.clustering import cluster_diarize
-from icml25.pipelines.sortformer.diarizer_training import (
-    OptimConfig,
-    arrival_f1,
-    infer,
-    train_diarizer,
-)
-from icml25.pipelines.sortformer.features import log_mel
-from icml25.pipelines.sortformer.model import Diarizer, DiarizerConfig, output_frames
 from icml25.pipelines.sortformer.params import ROLES, VARIANTS, SortformerParams
 from icml25.pipelines.sortformer.postprocessing import (
     PostProcessing,
@@ -48,22 +28,16 @@ from icml25.pipelines.sortformer.postprocessing import (
 )
 from icml25.pipelines.sortformer.rttm import frames_to_segments
 from icml25.pipelines.sortformer.scoring import count_accuracy, cpwer, der_components
-from icml25.pipelines.sortformer.simulator import (
-    SimConfig,
-    render_session,
-    session_labels,
-    session_rttm,
-    session_segments,
-    session_stats,
-    simulate_split,
-)
-from icml25.pipelines.sortformer.speaker_bank import (
-    build_bank,
-    from_bytes,
-    make_speakers,
-)
 
-matplotlib.use("Agg")
+if TYPE_CHECKING:
+    from icml25.pipelines.sortformer.diarizer_training import OptimConfig
+    from icml25.pipelines.sortformer.model import Diarizer, DiarizerConfig
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+msasr = lazy_module("icml25.pipelines.sortformer.msasr")
+
 logger = logging.getLogger(__name__)
 PIPELINE = "sortformer"
 EVAL_SPLITS = ("test", "test_inpool")
@@ -74,6 +48,7 @@ def _params(params: dict[str, Any]) -> SortformerParams:
 
 
 def _audio(utterances: pd.DataFrame) -> dict[str, np.ndarray]:
+    from icml25.pipelines.sortformer.speaker_bank import from_bytes
     required = {"utterance", "speaker", "split", "kind", "n_samples", "audio"}
     missing = required - set(utterances.columns)
     if missing or utterances.empty:
@@ -85,6 +60,7 @@ def _audio(utterances: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def build_speaker_bank(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """TTS identities (train/test disjoint) and their trimmed utterances (sentences and words)."""
+    from icml25.pipelines.sortformer.speaker_bank import build_bank, make_speakers
     p = _params(params)
     s = p.speakers
     specs = make_speakers(s.n_train, s.n_test, s.seed, s.train_variants, s.test_variants,
@@ -99,6 +75,12 @@ def build_speaker_bank(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFra
 def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: dict[str, Any]
                       ) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     """Session metadata of every split, their RTTM and the measured overlap/silence ratios."""
+    from icml25.pipelines.sortformer.simulator import (
+        SimConfig,
+        session_rttm,
+        session_stats,
+        simulate_split,
+    )
     p = _params(params)
     sim = p.sim
     cfg = SimConfig(duration_s=sim.duration_s, count_weights=tuple(sim.count_weights),
@@ -124,6 +106,8 @@ def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: 
 def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: dict[str, Any]
                      ) -> dict[str, dict[str, list]]:
     """Render every session and compute its log-mel and 80 ms labels (kept in memory)."""
+    from icml25.pipelines.sortformer.features import log_mel
+    from icml25.pipelines.sortformer.simulator import render_session, session_labels
     p = _params(params)
     audio = _audio(utterances)
     out: dict[str, dict[str, list]] = {}
@@ -140,6 +124,7 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
 # -- 2. diarizers ----------------------------------------------------------------------------
 
 def _model_cfg(p: SortformerParams) -> DiarizerConfig:
+    from icml25.pipelines.sortformer.model import DiarizerConfig
     m = p.model
     return DiarizerConfig(n_mels=m.n_mels, conv_channels=m.conv_channels, d_model=m.d_model,
                           n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
@@ -147,6 +132,7 @@ def _model_cfg(p: SortformerParams) -> DiarizerConfig:
 
 
 def _optim(o) -> OptimConfig:
+    from icml25.pipelines.sortformer.diarizer_training import OptimConfig
     return OptimConfig(lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay,
                        warmup_steps=o.warmup_steps, min_lr=o.min_lr, epochs=o.epochs,
                        batch_size=o.batch_size, grad_clip=o.grad_clip)
@@ -158,6 +144,8 @@ def train_variant(features: dict[str, dict[str, list]], params: dict[str, Any], 
     ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`) ->
     ``{seed_<s>: state + metadata}``, empty when the shard has no seed. Each seed's diarizer
     depends on that seed alone, so the shards may run in any order."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.sortformer.diarizer_training import train_diarizer
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -206,6 +194,7 @@ def _merge_model_shards(models: tuple[dict[str, Any], ...], n_shards: int
 
 
 def _load(entry: Any) -> Diarizer:
+    from icml25.pipelines.sortformer.model import Diarizer, DiarizerConfig
     entry = entry() if callable(entry) else entry
     model = Diarizer(DiarizerConfig(**entry["metadata"]["config"]))
     model.load_state_dict(entry["state_dict"])
@@ -214,6 +203,8 @@ def _load(entry: Any) -> Diarizer:
 
 def _scores(probs, labels, names, sessions, pp: PostProcessing, frame_s: float
             ) -> dict[str, float]:
+    from icml25.pipelines.sortformer.diarizer_training import arrival_f1
+    from icml25.pipelines.sortformer.simulator import session_segments
     by = {n: g for n, g in sessions.groupby("session")}
     refs = [session_segments(by[n]) for n in names]
     hyps = [probabilities_to_segments(pr, pp, frame_s, float(by[n]["duration_s"].iloc[0]))
@@ -252,6 +243,8 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
                        ) -> pd.DataFrame:
     """Tune post-processing on val per model, then DER/F1/count accuracy on the test splits;
     ``models`` holds every variant's ``n_shards`` seed shards (:func:`_merge_model_shards`)."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.sortformer.diarizer_training import infer
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
@@ -281,6 +274,8 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
                             features: dict[str, dict[str, list]], params: dict[str, Any]
                             ) -> pd.DataFrame:
     """VAD + MFCC windows + agglomerative clustering; threshold tuned on val; oracle-K variant."""
+    from icml25.pipelines.sortformer.clustering import cluster_diarize
+    from icml25.pipelines.sortformer.simulator import render_session
     p = _params(params)
     c = p.clustering
     audio = _audio(utterances)
@@ -333,6 +328,7 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
 
 def _scores_frames(frames, labels, names, sessions, frame_s, k):
     """Scores of hard (frames, n_clusters) outputs: DER on all columns, F1 on the first K."""
+    from icml25.pipelines.sortformer.simulator import session_segments
     probs = []
     for f in frames:
         f = f[:, :k]
@@ -384,6 +380,10 @@ def train_evaluate_msasr(mixtures: pd.DataFrame, utterances: pd.DataFrame,
     for each seed of shard ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, whose hybrid
     diarizers are ``hybrid_models``); cpWER on unseen-speaker mixtures by number of speakers.
     Each seed's rows depend on that seed alone."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.sortformer.diarizer_training import infer
+    from icml25.pipelines.sortformer.features import log_mel
+    from icml25.pipelines.sortformer.model import output_frames
     p = _params(params)
     m = p.msasr
     cols = CPWER_COLUMNS
@@ -494,6 +494,7 @@ def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
     Claims are paired over the seeds at ``confidence`` (``params:claims_confidence``)."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     diar = _diar_metrics(pd.concat([der_table, clustering_table], ignore_index=True))
     asr = _asr_metrics(cpwer_table)
@@ -533,6 +534,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any], n_shard
                         ) -> None:
     """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step);
     ``models`` holds every variant's ``n_shards`` seed shards."""
+    from icml25.core.tracking import log_metrics, variant_run
     if mlflow.active_run() is None:
         return
     for bundle in _merge_model_shards(models, n_shards):
@@ -554,6 +556,9 @@ def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
     """Activity heatmaps (reference vs each variant) for three test sessions, DER by number of
     speakers, F1_ats against F1_pil; ``models`` holds every variant's ``n_shards`` seed
     shards."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.sortformer.diarizer_training import infer
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     p = _params(params)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.pyplot as plt
-import mlflow
 import numpy as np
-import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from icml25.core.claims import claims_report, metrics_report
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.sparse_iht import evaluation, experiments, plots
 from icml25.pipelines.sparse_iht.params import SparseIHTParams, k_of
 from icml25.pipelines.sparse_iht.problems import constraint_for
+
+plt = lazy_module("matplotlib.pyplot")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+evaluation = lazy_module("icml25.pipelines.sparse_iht.evaluation")
+experiments = lazy_module("icml25.pipelines.sparse_iht.experiments")
+plots = lazy_module("icml25.pipelines.sparse_iht.plots")
 
 PIPELINE = "sparse_iht"
 FIGURES = ("tradeoff", "curves", "zeroth_order", "support_recall", "real_data")
@@ -201,6 +204,7 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
     """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
     Claims pair per-seed values by seed (every variant and derived check runs ``seeds``) at the
     level ``confidence`` (``params:claims_confidence``)."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     for name, frame in (("fo_results", fo_results), ("small_results", small_results),
                         ("stoch_results", stoch_results), ("zo_results", zo_results),

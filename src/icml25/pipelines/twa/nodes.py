@@ -11,20 +11,15 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_shards, shard_seeds
-from icml25.core.tracking import log_claim_counts, log_metrics, log_variants, seed_means
 from icml25.pipelines.twa.annotator import (
     MQM_WEIGHTS,
     NON_TRANSLATION,
@@ -37,7 +32,6 @@ from icml25.pipelines.twa.annotator import (
     validate_annotation,
 )
 from icml25.pipelines.twa.params import TwaParams
-from icml25.pipelines.twa.seq2seq import Seq2Seq, Seq2SeqConfig, greedy_translate, pad_batch
 from icml25.pipelines.twa.toy_language import (
     Lexicon,
     Vocab,
@@ -45,15 +39,15 @@ from icml25.pipelines.twa.toy_language import (
     sample_source,
     translate,
 )
-from icml25.pipelines.twa.training import (
-    Example,
-    MethodConfig,
-    evaluate_outputs,
-    finetune,
-    paired_permutation_p,
-    train_translator,
-    within_span_change,
-)
+
+if TYPE_CHECKING:
+    from icml25.pipelines.twa.seq2seq import Seq2Seq, Seq2SeqConfig
+    from icml25.pipelines.twa.training import Example, MethodConfig
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+torch = lazy_module("torch")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "twa"
@@ -105,6 +99,7 @@ def _split(corpus: pd.DataFrame, split: str) -> list[tuple[list[str], list[str]]
 
 
 def _config(p: TwaParams, vocab: Vocab) -> Seq2SeqConfig:
+    from icml25.pipelines.twa.seq2seq import Seq2SeqConfig
     m = p.model
     return Seq2SeqConfig(vocab_size=len(vocab), d_model=m.d_model, heads=m.heads,
                          enc_layers=m.enc_layers, dec_layers=m.dec_layers, ff=m.ff,
@@ -123,6 +118,8 @@ def _check_corpus(corpus: pd.DataFrame) -> None:
 def train_systems(lexicon: dict[str, Any], corpus: pd.DataFrame,
                   params: dict[str, Any]) -> dict[str, Any]:
     """The calibrated base model and the other systems, in one state-dict bundle."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.twa.training import train_translator
     p = _params(params)
     set_threads(p.num_threads)
     seed_everything(p.seed)
@@ -155,6 +152,7 @@ def train_systems(lexicon: dict[str, Any], corpus: pd.DataFrame,
 
 
 def _model(bundle: dict[str, Any], name: str) -> Seq2Seq:
+    from icml25.pipelines.twa.seq2seq import Seq2Seq, Seq2SeqConfig
     cfg = Seq2SeqConfig(**bundle["metadata"]["config"])
     prefix = f"{name}."
     state = {k[len(prefix):]: v for k, v in bundle["state_dict"].items() if k.startswith(prefix)}
@@ -173,6 +171,8 @@ def make_annotated(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     ``spans``/``mqm``: the noisy annotation (training labels); ``exact_spans``/``exact_mqm``:
     the exact annotation, hidden from training and used only for the within-span analysis.
     """
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.twa.seq2seq import greedy_translate, pad_batch
     p = _params(params)
     set_threads(p.num_threads)
     seed_everything(p.seed)
@@ -219,6 +219,7 @@ def build_examples(annotated: pd.DataFrame, vocab: Vocab, weights: dict[str, flo
     gap (the ablation ``twa_omission_gap``); ``source_side`` makes it a zero-length span as in the
     real MQM files, where annotators mark omissions on the source: no UL term, ``t*`` unmoved.
     """
+    from icml25.pipelines.twa.training import Example
     if omission_spans not in ("gap_token", "source_side"):
         raise ValueError(f"omission_spans: got {omission_spans!r}; expected 'gap_token' or "
                          "'source_side'")
@@ -255,6 +256,7 @@ def _families(p: TwaParams) -> list[tuple[str, str, list[tuple[str, MethodConfig
     finetuning sources (SFT-ref), ``ann+refs`` on the annotated outputs plus the references as
     error-free outputs (the paper's "with references" setting).
     """
+    from icml25.pipelines.twa.training import MethodConfig
     eps = p.loss.clamp_eps
     thr = p.finetune.filter_threshold
     fam = [("sft_all", "ann", [("", MethodConfig("sft_all"))]),
@@ -275,6 +277,7 @@ def _ablations(p: TwaParams, lam: float) -> list[tuple[str, str, MethodConfig, s
 
     (name, training data, method, the TWA variant whose dev-selected lr they use).
     """
+    from icml25.pipelines.twa.training import MethodConfig
     eps = p.loss.clamp_eps
     twa = f"twa_l{lam:g}"
     out = [("twa_token_ul_l1", "ann", MethodConfig("twa", 1.0, "token", clamp_eps=eps), "twa_l1"),
@@ -294,6 +297,7 @@ def _other_omission(p: TwaParams) -> str:
 
 
 def _reference_examples(corpus: pd.DataFrame, vocab: Vocab) -> list[Example]:
+    from icml25.pipelines.twa.training import Example
     return [Example(vocab.encode(s), vocab.encode(r), [], 0.0) for s, r in _split(corpus, "ft")]
 
 
@@ -321,6 +325,8 @@ class _Methods:
         self.bar = None
 
     def decode_eval(self, model: Seq2Seq, name: str) -> tuple[dict[str, float], np.ndarray]:
+        from icml25.pipelines.twa.seq2seq import greedy_translate
+        from icml25.pipelines.twa.training import evaluate_outputs
         p, pairs = self.p, self.sets[name]
         hyps = greedy_translate(model, [self.vocab.encode(s) for s, _ in pairs], p.eval.batch,
                                 max_new=p.model.max_len - 1)
@@ -331,6 +337,7 @@ class _Methods:
         return self.decode_eval(model, "dev")[0]["oracle_mqm"]
 
     def evaluate(self, model: Seq2Seq) -> tuple[dict[str, float], np.ndarray]:
+        from icml25.pipelines.twa.training import within_span_change
         out: dict[str, float] = {}
         seg = np.zeros(0)
         for name in self.sets:
@@ -343,6 +350,7 @@ class _Methods:
 
     def train(self, name: str, kind: str, method: MethodConfig, lr: float, seed: int
               ) -> tuple[Seq2Seq, dict]:
+        from icml25.pipelines.twa.training import finetune
         f = self.p.finetune
         model, info = finetune(self.base, method, self.data[kind], self.vocab, steps=f.steps,
                                batch=f.batch, lr=lr, warmup=f.warmup, seed=seed,
@@ -366,6 +374,7 @@ def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     runs are the first seed's models, so they are evaluated here (no seed is trained twice);
     :func:`run_method_seeds` reruns the other seeds at the selected hyperparameters.
     """
+    from icml25.core.device import seed_everything, set_threads
     p = _params(params)
     set_threads(p.num_threads)
     m = _Methods(lexicon, corpus, systems, annotated, p)
@@ -422,6 +431,7 @@ def run_method_seeds(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dic
     the variants in selection order, as one loop over the seeds would. Seeds vary the
     finetuning (batch order, dropout); data, base model and the other systems come from
     ``twa.seed``."""
+    from icml25.core.device import seed_everything, set_threads
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     first = selection["seeds"]
@@ -451,6 +461,7 @@ def merge_methods(selection: dict[str, Any], params: dict[str, Any],
     per-seed metrics in seed-list order (shard ``k`` of ``n`` holds ``seeds[k::n]``,
     :func:`icml25.core.sweep.interleave_shards`), the paired permutation p-value against TWA,
     the test segments, the selected hyperparameters and the selection grid."""
+    from icml25.pipelines.twa.training import paired_permutation_p
     p = _params(params)
     per_seed = interleave_shards([list(r.items()) for r in shard_results])
     found = [int(seed) for seed, _ in per_seed]
@@ -553,6 +564,7 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
     Oracle MQM claims with ``unit: sentence`` pair the variants over the test sentences (each
     sentence's MQM averaged over the seeds); every other claim pairs over the seeds.
     """
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     metrics = results["variants"]
     specs = [c.model_dump() for c in p.claims]
@@ -609,9 +621,11 @@ def run_real(params: dict[str, Any]) -> dict[str, Any]:
     Off (``{"enabled": false}``) unless ``twa.real.mqm_tsv_paths`` is set. Run it alone with
     ``kedro run --pipeline=twa --tags=real``.
     """
-    from icml25.core.device import resolve_device
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.core.tracking import log_metrics
     from icml25.pipelines.twa.hf_seq2seq import load_seq2seq, merge_rater_records, run_real_methods
     from icml25.pipelines.twa.mqm_tsv import read_mqm_tsv
+    from icml25.pipelines.twa.training import MethodConfig
 
     p = _params(params)
     r = p.real

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import networkx as nx
 import numpy as np
+
+from icml25.core.lazy_import import lazy_module
+
+nx = lazy_module("networkx")
 
 #: The largest graph the Hamiltonian DP accepts (its cost is 2^n * n^2).
 MAX_DP_NODES = 12

@@ -9,35 +9,25 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlflow
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.chat import ChatClient
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import log_claim_counts, log_variants, seed_means
-from icml25.pipelines.vga import figures, scoring
-from icml25.pipelines.vga.baselines import PRED_COLUMNS, baseline_predictions
-from icml25.pipelines.vga.generator import generate_graphs as _generate_graphs
 from icml25.pipelines.vga.graphs import TASK_CLASSES
-from icml25.pipelines.vga.images import compute_layouts as _compute_layouts
-from icml25.pipelines.vga.images import render_images as _render_images
-from icml25.pipelines.vga.label_checks import label_report
-from icml25.pipelines.vga.mllm import (
-    RESPONSE_COLUMNS,
-    ask,
-    responses_to_predictions,
-    sample_questions,
-)
-from icml25.pipelines.vga.models import build_model
 from icml25.pipelines.vga.params import MODELS, VgaParams
-from icml25.pipelines.vga.render import RenderConfig
-from icml25.pipelines.vga.vision import decode_stack, predict, train_classifier
+
+if TYPE_CHECKING:
+    from icml25.pipelines.vga.render import RenderConfig
+
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+figures = lazy_module("icml25.pipelines.vga.figures")
+scoring = lazy_module("icml25.pipelines.vga.scoring")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "vga"
@@ -48,6 +38,7 @@ def _params(params: dict[str, Any]) -> VgaParams:
 
 
 def _render_cfg(p: VgaParams) -> RenderConfig:
+    from icml25.pipelines.vga.render import RenderConfig
     r = p.render
     return RenderConfig(size=r.size, node_radius=r.node_radius, edge_width=r.edge_width,
                         supersample=r.supersample, backend=r.backend)
@@ -73,6 +64,7 @@ def _check_images(images: pd.DataFrame) -> None:
 # ----------------------------------------------------------------------------------- data
 def generate_graphs(params: dict[str, Any]) -> pd.DataFrame:
     """Balanced, leakage-free instances of every task with exact labels."""
+    from icml25.pipelines.vga.generator import generate_graphs as _generate_graphs
     p = _params(params)
     d = p.data
     return _generate_graphs({t: c.p for t, c in d.tasks.items()}, d.sizes.model_dump(),
@@ -81,6 +73,7 @@ def generate_graphs(params: dict[str, Any]) -> pd.DataFrame:
 
 def check_labels(graphs: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Brute-force agreement, balance, validity and leakage = 0, or stop the run."""
+    from icml25.pipelines.vga.label_checks import label_report
     p = _params(params)
     return label_report(graphs, p.data.n_brute_force, p.data.seed, p.data.n_nodes)
 
@@ -88,6 +81,7 @@ def check_labels(graphs: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]
 def compute_layouts(graphs: pd.DataFrame, label_report_: dict[str, Any],
                     params: dict[str, Any]) -> pd.DataFrame:
     """Positions of every (instance, layout) the protocol needs (after the label checks)."""
+    from icml25.pipelines.vga.images import compute_layouts as _compute_layouts
     p = _params(params)
     if not label_report_.get("ok"):
         raise ValueError("vga label report is not ok; refusing to draw unverified instances")
@@ -99,12 +93,14 @@ def compute_layouts(graphs: pd.DataFrame, label_report_: dict[str, Any],
 def render_images(graphs: pd.DataFrame, layouts: pd.DataFrame,
                   params: dict[str, Any]) -> pd.DataFrame:
     """PNG image of every (instance, layout)."""
+    from icml25.pipelines.vga.images import render_images as _render_images
     p = _params(params)
     return _render_images(graphs, layouts, _render_cfg(p), p.progress)
 
 
 # --------------------------------------------------------------------------------- models
 def _task_arrays(images: pd.DataFrame, task: str, split: str, layout: str):
+    from icml25.pipelines.vga.vision import decode_stack
     sel = images[(images["task"] == task) & (images["split"] == split)
                  & (images["layout"] == layout)]
     if sel.empty:
@@ -118,6 +114,8 @@ def train_model(images: pd.DataFrame, params: dict[str, Any], model: str, shard:
     of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`); state
     dicts with their training curves as metadata (one partition per task and seed, none when
     the shard has no seed). Each run depends on its task and seed alone."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.vga.vision import train_classifier
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
     if not seeds:
@@ -159,6 +157,10 @@ def evaluate_model(models: dict[str, Any], images: pd.DataFrame, params: dict[st
                    model: str) -> pd.DataFrame:
     """Test-set predictions of the val-selected checkpoints on every evaluation layout (no row
     for a seed shard without a seed)."""
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.vga.baselines import PRED_COLUMNS
+    from icml25.pipelines.vga.models import build_model
+    from icml25.pipelines.vga.vision import predict
     p = _params(params)
     if not models:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in PRED_COLUMNS})
@@ -184,6 +186,7 @@ def evaluate_model(models: dict[str, Any], images: pd.DataFrame, params: dict[st
 def run_baselines(graphs: pd.DataFrame, layouts: pd.DataFrame, images: pd.DataFrame,
                   params: dict[str, Any]) -> pd.DataFrame:
     """Majority, chance, oracle (exact solver), graph-statistics LR, pixel-distance LR."""
+    from icml25.pipelines.vga.baselines import baseline_predictions
     p = _params(params)
     _check_images(images)
     return baseline_predictions(graphs, layouts, images, p.seeds,
@@ -193,6 +196,7 @@ def run_baselines(graphs: pd.DataFrame, layouts: pd.DataFrame, images: pd.DataFr
 
 def mllm_eval(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Zero-shot answers of a multimodal LLM (empty, and no network call, when disabled)."""
+    from icml25.pipelines.vga.mllm import RESPONSE_COLUMNS, ask, sample_questions
     p = _params(params)
     cfg = p.mllm
     if not cfg.enabled:
@@ -214,6 +218,8 @@ def collect_predictions(params: dict[str, Any], baselines: pd.DataFrame,
     """Every variant's test predictions in one long table: the vision models' seed shards
     first, back in the order of one node per model (its checkpoints by ``<task>_seed<s>`` key),
     then the baselines and the MLLM."""
+    from icml25.pipelines.vga.baselines import PRED_COLUMNS
+    from icml25.pipelines.vga.mllm import responses_to_predictions
     p = _params(params)
     frames = [_merge_model_shards([f for f in model_predictions if len(f)]), baselines]
     if mllm_responses is not None and len(mllm_responses):
@@ -228,6 +234,7 @@ def _merge_model_shards(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate the models' per-shard predictions, then order them as ``evaluate_model``
     orders one model's checkpoints (``sorted`` keys ``<task>_seed<s>``), models in first-seen
     order; the sort is stable, so the layouts and samples of a checkpoint keep their order."""
+    from icml25.pipelines.vga.baselines import PRED_COLUMNS
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in PRED_COLUMNS})
     table = pd.concat(frames, ignore_index=True)
@@ -251,6 +258,7 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
     Claims are judged at ``confidence`` (``params:claims_confidence``). Per-seed metrics pair
     over seeds; the ``items_*`` metrics ({sample_id: [0/1 per seed]}) let a claim pair over
     the test graphs (``unit: item``)."""
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     protocol = _protocol(p)
     metrics = scoring.variant_metrics(predictions, protocol, p.gap_tasks)

@@ -11,55 +11,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import mlflow
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
-from icml25.core.datasets import TorchModelDataset
-from icml25.core.device import resolve_device, seed_everything, set_threads
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.core.tracking import (
-    log_claim_counts,
-    log_metrics,
-    log_variants,
-    seed_means,
-    variant_run,
-    variant_run_ids,
-)
-from icml25.pipelines.wavetoken import metrics as fm
-from icml25.pipelines.wavetoken.evaluation import (
-    per_dataset_scores,
-    score_forecasts,
-    score_series,
-    summarise_metrics,
-    unit_metrics,
-)
-from icml25.pipelines.wavetoken.forecaster import forecast
-from icml25.pipelines.wavetoken.frames import (
-    EvalSet,
-    context_matrix,
-    eval_sets_to_frame,
-    frame_to_eval_sets,
-    frame_to_quantiles,
-    frame_to_series,
-    quantiles_to_frame,
-    series_to_frame,
-)
-from icml25.pipelines.wavetoken.hf_t5 import load_model
-from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
 from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
-from icml25.pipelines.wavetoken.plots import plot_panel
-from icml25.pipelines.wavetoken.pretraining import build_tokenizer, model_config, pretrain, run_key
-from icml25.pipelines.wavetoken.real_data import SeriesDataset, load_datasets, train_test_split
-from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
-from icml25.pipelines.wavetoken.serving import log_registered_model
-from icml25.pipelines.wavetoken.stat_baselines import run_statsforecast
 from icml25.pipelines.wavetoken.stress_sets import make_stress_sets
 from icml25.pipelines.wavetoken.tsmixup import tsmixup
+
+matplotlib = lazy_module("matplotlib")
+mlflow = lazy_module("mlflow")
+pd = lazy_module("pandas")
+fm = lazy_module("icml25.pipelines.wavetoken.metrics")
 
 logger = logging.getLogger(__name__)
 PIPELINE = "wavetoken"
@@ -77,6 +43,8 @@ def _entry(partition: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ data
 def load_real_series(params: dict[str, Any]) -> pd.DataFrame:
     """The real series shipped inside packages (docs/papers/wavetoken.md, "Data"), one row per point."""
+    from icml25.pipelines.wavetoken.frames import series_to_frame
+    from icml25.pipelines.wavetoken.real_data import load_datasets
     p = _params(params)
     datasets = load_datasets([*p.data.in_domain, *p.data.zero_shot])
     rows = []
@@ -94,6 +62,8 @@ def load_real_series(params: dict[str, Any]) -> pd.DataFrame:
 
 def generate_kernelsynth(params: dict[str, Any]) -> pd.DataFrame:
     """KernelSynth GP series: ``train`` ones for pretraining, ``test`` ones held out."""
+    from icml25.pipelines.wavetoken.frames import series_to_frame
+    from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
     p = _params(params)
     ks = p.kernelsynth
     values = sample_kernelsynth(ks.n_train + ks.n_test, ks.length, np.random.default_rng(ks.seed))
@@ -102,6 +72,7 @@ def generate_kernelsynth(params: dict[str, Any]) -> pd.DataFrame:
 
 def generate_stress_sets(params: dict[str, Any]) -> pd.DataFrame:
     """Spikes, chirps and trend+season series of length context + horizon (paper Figure 1)."""
+    from icml25.pipelines.wavetoken.frames import series_to_frame
     p = _params(params)
     length = p.context_length + p.prediction_length
     sets = make_stress_sets(p.stress.n_series, length, np.random.default_rng(p.stress.seed))
@@ -113,6 +84,8 @@ def build_evaluation_sets(
 ) -> pd.DataFrame:
     """Every test window: the last H points of each real series (Chronos protocol), held-out
     KernelSynth and the stress patterns (context = all but the last ``prediction_length``)."""
+    from icml25.pipelines.wavetoken.frames import EvalSet, eval_sets_to_frame, frame_to_series
+    from icml25.pipelines.wavetoken.real_data import SeriesDataset, train_test_split
     p = _params(params)
     sets: list[EvalSet] = []
     for (name, role), rows in real.groupby(["collection", "role"], sort=False):
@@ -138,6 +111,7 @@ def build_training_corpus(
     real: pd.DataFrame, kernelsynth: pd.DataFrame, params: dict[str, Any]
 ) -> pd.DataFrame:
     """TSMixup over the in-domain training parts (never zero-shot data) + KernelSynth train."""
+    from icml25.pipelines.wavetoken.frames import frame_to_series, series_to_frame
     p = _params(params)
     pool, weights = [], []
     for _, rows in real[real["role"] == "in_domain"].groupby("collection", sort=False):
@@ -160,6 +134,14 @@ def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str, sh
     """Pretrain one tokenizer variant once per seed of shard ``shard`` of ``n_shards``
     (:func:`icml25.core.sweep.shard_seeds`); returns ``{seed_<s>: state dict + meta}``, empty
     when the shard has no seed."""
+    from icml25.core.device import resolve_device, seed_everything, set_threads
+    from icml25.pipelines.wavetoken.frames import frame_to_series
+    from icml25.pipelines.wavetoken.pretraining import (
+        build_tokenizer,
+        model_config,
+        pretrain,
+        run_key,
+    )
     p = _params(params)
     seeds = shard_seeds(p.seeds_of(variant), shard, n_shards)
     if not seeds:
@@ -200,6 +182,15 @@ def forecast_variant(
     models: dict[str, Any], eval_sets: pd.DataFrame, params: dict[str, Any], variant: str
 ) -> pd.DataFrame:
     """Sample ``n_samples`` paths per test window with each seed's model; keep the quantiles."""
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.wavetoken.forecaster import forecast
+    from icml25.pipelines.wavetoken.frames import (
+        context_matrix,
+        frame_to_eval_sets,
+        quantiles_to_frame,
+    )
+    from icml25.pipelines.wavetoken.hf_t5 import load_model
+    from icml25.pipelines.wavetoken.pretraining import build_tokenizer
     p = _params(params)
     set_threads(p.num_threads)
     device = resolve_device(p.device)
@@ -238,6 +229,8 @@ def forecast_variant(
 
 def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
     """Seasonal naive, naive, AutoETS, AutoARIMA, AutoTheta (statsforecast) on every window."""
+    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets, quantiles_to_frame
+    from icml25.pipelines.wavetoken.stat_baselines import run_statsforecast
     p = _params(params)
     frames = []
     sets = frame_to_eval_sets(eval_sets)
@@ -252,6 +245,9 @@ def forecast_stat_baselines(eval_sets: pd.DataFrame, params: dict[str, Any]) -> 
 
 def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """Round-trip errors of every tokenizer on the evaluation contexts (claim (a))."""
+    from icml25.pipelines.wavetoken.frames import context_matrix, frame_to_eval_sets
+    from icml25.pipelines.wavetoken.pretraining import build_tokenizer
+    from icml25.pipelines.wavetoken.roundtrip import tokenizer_roundtrip_report
     p = _params(params)
     contexts = [context_matrix(s.histories, p.context_length)
                 for s in frame_to_eval_sets(eval_sets)]
@@ -265,6 +261,8 @@ def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[st
 def evaluate_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any],
                        *forecast_tables: pd.DataFrame) -> pd.DataFrame:
     """WQL and MASE of every (variant, seed, dataset) (docs/papers/wavetoken.md, "Metrics")."""
+    from icml25.pipelines.wavetoken.evaluation import score_forecasts
+    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets
     p = _params(params)
     return score_forecasts(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
 
@@ -273,6 +271,8 @@ def evaluate_series(eval_sets: pd.DataFrame, params: dict[str, Any],
                     *forecast_tables: pd.DataFrame) -> pd.DataFrame:
     """Each synthetic series' share of its set's WQL, per (variant, seed): the units that the
     KernelSynth and stress-pattern claims pair over."""
+    from icml25.pipelines.wavetoken.evaluation import score_series
+    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets
     p = _params(params)
     return score_series(frame_to_eval_sets(eval_sets), forecast_tables, p.quantile_levels)
 
@@ -287,6 +287,12 @@ def judge_claims(
     (``rel_wql_<set>_by_series``), see :func:`~icml25.pipelines.wavetoken.evaluation.unit_metrics`;
     MLflow gets the per-seed aggregates only.
     """
+    from icml25.core.tracking import log_claim_counts, log_variants, seed_means
+    from icml25.pipelines.wavetoken.evaluation import (
+        per_dataset_scores,
+        summarise_metrics,
+        unit_metrics,
+    )
     p = _params(params)
     metrics = summarise_metrics(scores)
     units = unit_metrics(scores, series_scores)
@@ -314,6 +320,7 @@ def judge_claims(
 
 def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None:
     """Loss curves of every variant and seed as MLflow child runs (``train_loss`` by step)."""
+    from icml25.core.tracking import log_metrics, variant_run
     if mlflow.active_run() is None:
         return
     p = _params(params)
@@ -332,6 +339,10 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any]) -> None
 def register_model(models: dict[str, Any], eval_sets: pd.DataFrame,
                    params: dict[str, Any]) -> None:
     """Register the method's first-seed model in MLflow (pyfunc with signature and example)."""
+    from icml25.core.datasets import TorchModelDataset
+    from icml25.core.tracking import variant_run
+    from icml25.pipelines.wavetoken.frames import context_matrix, frame_to_eval_sets
+    from icml25.pipelines.wavetoken.serving import log_registered_model
     if mlflow.active_run() is None:
         logger.info("wavetoken: no active MLflow run; model not registered")
         return
@@ -361,6 +372,9 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dic
     attached as ``forecasts.png`` to that variant's MLflow child run so the compare view lines
     them up. ``metrics`` is taken only so this node runs after the child runs exist.
     """
+    from icml25.core.tracking import variant_run_ids
+    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets, frame_to_quantiles
+    from icml25.pipelines.wavetoken.plots import plot_panel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
