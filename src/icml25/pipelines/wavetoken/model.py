@@ -19,7 +19,7 @@ without the dependency; ``hf_t5.py`` offers the real one):
   factor into the query weights (HF ``T5PreTrainedModel._init_weights``);
 - decoder start token = PAD (T5 / Chronos), labels ``-100`` ignored by the loss.
 
-Models are stored as a plain state dict plus the config dict (DESIGN.md: never pickled modules).
+Models are stored as a plain state dict plus the config dict, never as pickled modules.
 """
 
 from __future__ import annotations
