@@ -3,8 +3,11 @@
 from kedro.config import OmegaConfigLoader
 
 from icml25.hooks import HOOKS as PROJECT_HOOKS
+from icml25.preflight import PREFLIGHT_HOOKS
 
 HOOKS = PROJECT_HOOKS
+# start-of-run checks (--env, --params namespaces, writable outputs) after the project's hooks
+HOOKS = (*HOOKS, *PREFLIGHT_HOOKS)
 # kedro-mlflow's hook runs as icml25.hooks.MlflowParamsOnceHook (same behaviour, fewer calls)
 DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow",)
 
