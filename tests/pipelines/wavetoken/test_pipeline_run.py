@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -116,6 +117,10 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         experiment_ids=[parent[0].info.experiment_id], output_format="list")
     assert logged.source_run_id == children["wavetoken/registered model"].info.run_id
     model = mlflow.pyfunc.load_model(logged.model_uri)
+    # logged from code (pyfunc_model.py), not cloudpickled: no python_model.pkl travels with it
+    assert model.metadata.flavors["python_function"].get("model_code_path")
+    files = mlflow.artifacts.download_artifacts(logged.model_uri)
+    assert not list(Path(files).rglob("*.pkl"))
     assert model.metadata.signature is not None
     assert model.metadata.saved_input_example_info is not None
     frame = pd.DataFrame(np.linspace(10.0, 20.0, 2 * 32).reshape(2, 32),

@@ -63,8 +63,10 @@ def log_registered_model(model_file: Path, example: np.ndarray, name: str) -> st
     signature = mlflow.models.infer_signature(
         frame, output, params={"horizon": int(wrapper.meta["prediction_length"]),
                                "n_samples": 20, "seed": 0})
+    # logged from code (pyfunc_model.py), not as a cloudpickle of ``wrapper``
     info = mlflow.pyfunc.log_model(
-        name="model", python_model=wrapper, artifacts={"model": str(model_file)},
+        name="model", python_model=str(Path(__file__).with_name("pyfunc_model.py")),
+        artifacts={"model": str(model_file)},
         signature=signature, input_example=frame,
         pip_requirements=["icml25", "torch", "pywavelets", "numpy", "pandas", "safetensors"],
     )
