@@ -14,13 +14,13 @@ Usage (in a project folder where ``kedro run --pipeline=frugal`` has run)::
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 
+from icml25.core.datasets import ArrayTreeDataset
 from icml25.core.device import seed_everything, set_threads
 from icml25.core.params import validate_parameters
 from icml25.pipelines.frugal.corpus import vocab_size_of
@@ -35,10 +35,9 @@ def sweep(project: Path, grid: dict[str, list[tuple[float, float | None, float |
     p = validate_parameters(FrugalParams, conf["frugal"], "frugal")
     set_threads(p.num_threads)
     data = project / "data"
-    with open(data / "05_model_input/frugal/train_ids.pkl", "rb") as fh:
-        train_ids = pickle.load(fh)
-    with open(data / "05_model_input/frugal/val_ids.pkl", "rb") as fh:
-        val_ids = pickle.load(fh)
+    # the token streams as the catalog stores them (numpy .npz, read without pickle)
+    train_ids = ArrayTreeDataset(str(data / "05_model_input/frugal/train_ids.npz")).load()
+    val_ids = ArrayTreeDataset(str(data / "05_model_input/frugal/val_ids.npz")).load()
     vocab = vocab_size_of((data / "04_feature/frugal/tokenizer.json").read_text())
     rows = []
     for variant, lrs in grid.items():
