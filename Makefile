@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: system-packages install run test lint bench viz mlflow clean-outputs tables docs
+.PHONY: system-packages screenshots install run test lint bench viz mlflow tables docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ test: system-packages install lint  ## the whole suite (benchmarks excluded)
 
 bench: install  ## speed and memory measurements (pytest-benchmark)
 	$(BIN)/pytest tests/benchmarks --benchmark-only
+
+screenshots: install  ## docs/screenshots from the browser tests on a default-scale wavetoken run (~10 min)
+	ICML25_BROWSER_ENV=local ICML25_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/browser
 
 tables: install  ## regenerate README's results tables from results/<name>/claims.json
 	$(BIN)/python -m icml25.pipelines.report.results_tables

@@ -30,15 +30,10 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(previous)
 
 
-@pytest.fixture
-def kedro_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A copy of conf/ and pyproject.toml in a temp folder, made the working directory.
-
-    Pipelines run there through a real KedroSession write their data, and kedro-mlflow its
-    sqlite store, inside the temp folder, never into the developer's checkout.
-    """
-    project = tmp_path / "project"
-    project.mkdir()
+def make_project_copy(project: Path) -> Path:
+    """Copy conf/ (without conf/local), pyproject.toml and .telemetry into ``project``, with
+    empty data layers: a throw-away Kedro project whose runs stay inside it."""
+    project.mkdir(parents=True)
     shutil.copytree(PROJECT_ROOT / "conf", project / "conf", ignore=shutil.ignore_patterns("local"))
     (project / "conf" / "local").mkdir()
     # the copy is a throw-away tree of its own: its conf/test writes data/ and mlflow.db at its
@@ -52,6 +47,23 @@ def kedro_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     (project / "src").mkdir()  # kedro wants the folder; icml25 itself is installed
     for layer in DATA_LAYERS:
         (project / "data" / layer).mkdir(parents=True)
+    return project
+
+
+@pytest.fixture(scope="session")
+def project_copy():
+    """:func:`make_project_copy`, for fixtures of wider scope than ``kedro_project``."""
+    return make_project_copy
+
+
+@pytest.fixture
+def kedro_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of conf/ and pyproject.toml in a temp folder, made the working directory.
+
+    Pipelines run there through a real KedroSession write their data, and kedro-mlflow its
+    sqlite store, inside the temp folder, never into the developer's checkout.
+    """
+    project = make_project_copy(tmp_path / "project")
     monkeypatch.chdir(project)
     previous_uri = mlflow.get_tracking_uri()
     yield project

@@ -1,10 +1,12 @@
 """The three pages users look at, rendered by Debian's headless chromium: the kedro-viz graph,
 MLflow's compare view of a paper's variants, and the reproduction scorecard.
 
-Each test checks what renders and saves a screenshot under its temp folder. The README's
-screenshots are these, regenerated with (from the repository root):
+Each test checks what renders and saves a screenshot under its temp folder. The MLflow and
+scorecard pages come from one wavetoken run (then the report) shared by the module, on conf/test
+in the test suite. The README's and the docs' screenshots are these tests on a default-scale
+(conf/base) run of wavetoken, regenerated with ``make screenshots``, i.e. from the repository root:
 
-    ICML25_SCREENSHOTS=docs/screenshots .venv/bin/pytest tests/browser
+    ICML25_BROWSER_ENV=local ICML25_SCREENSHOTS=docs/screenshots .venv/bin/pytest tests/browser
 
 Needs /usr/bin/chromium (`apt-get install chromium`; .ci/run installs it). Every server is
 bound to 127.0.0.1 and chromium resolves no host name, so nothing leaves the machine.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from icml25.core.claims import validate_claims_document
 from icml25.pipeline_registry import register_pipelines
 
 pytestmark = pytest.mark.skipif(
@@ -32,6 +36,33 @@ pytestmark = pytest.mark.skipif(
 
 PIPELINE = "wavetoken"
 METRIC = "agg_rel_wql_real"
+# the config env of the wavetoken run behind the MLflow and scorecard pages
+RUN_ENV = os.environ.get("ICML25_BROWSER_ENV", "test")
+
+
+@pytest.fixture(scope="module")
+def wavetoken_run(tmp_path_factory, project_copy):
+    """A throw-away project in which wavetoken, then the report, ran once (on ``RUN_ENV``)."""
+    import mlflow
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    project = project_copy(tmp_path_factory.mktemp("browser") / "project")
+    previous_dir, previous_uri = Path.cwd(), mlflow.get_tracking_uri()
+    os.chdir(project)
+    try:
+        bootstrap_project(project)
+        for pipeline in (PIPELINE, "report"):
+            with KedroSession.create(project_path=project, env=RUN_ENV) as session:
+                session.run(pipeline_names=[pipeline])
+    finally:
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(previous_uri)
+        os.chdir(previous_dir)
+    claims = project / "data/08_reporting" / PIPELINE / "claims.json"
+    validate_claims_document(json.loads(claims.read_text()), str(claims))
+    return project
 
 # First-visit onboarding would cover the pages in a screenshot: kedro-viz's feature tour and
 # run-status pulse, MLflow's assistant panel that opens itself (a returning user sees none).
@@ -94,12 +125,11 @@ def test_kedro_viz_shows_the_wavetoken_graph(kedro_project, browser, serve, save
 
 
 def test_mlflow_compare_view_lines_up_the_variants(
-        kedro_project, run_pipeline, browser, start_mlflow, save_screenshot):
-    run_pipeline(PIPELINE, env="test")
-    metrics = json.loads((kedro_project / f"data/08_reporting/{PIPELINE}/metrics.json").read_text())
+        wavetoken_run, browser, start_mlflow, save_screenshot):
+    metrics = json.loads((wavetoken_run / f"data/08_reporting/{PIPELINE}/metrics.json").read_text())
     variants = set(metrics["metrics"])
     assert {"wavetoken", "chronos_bins_1024", "seasonal_naive"} <= variants
-    server = start_mlflow(kedro_project / "mlflow.db")
+    server = start_mlflow(wavetoken_run / "mlflow.db")
 
     experiment = _mlflow_api(
         server, f"experiments/get-by-name?experiment_name={PIPELINE}")["experiment"]
@@ -172,10 +202,8 @@ _METRIC_ROW_JS = """(metric => {
 
 
 def test_scorecard_page_has_every_paper_and_each_run_papers_figure(
-        kedro_project, run_pipeline, browser, save_screenshot):
-    run_pipeline(PIPELINE, env="test")
-    run_pipeline("report", env="test")
-    page = kedro_project / "data/08_reporting/scorecard.html"
+        wavetoken_run, browser, save_screenshot):
+    page = wavetoken_run / "data/08_reporting/scorecard.html"
 
     browser.open(page.as_uri(), until="document.readyState === 'complete'")
 
