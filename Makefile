@@ -10,7 +10,7 @@ ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 .PHONY: system-packages screenshots install run test lint bench viz mlflow tables docs
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { PYTHON=$(PYTHON) bash scripts/system_packages.sh venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev,quantum]"
 	@touch $(STAMP)
@@ -25,7 +25,7 @@ lint: install
 	$(BIN)/ruff check src tests
 
 system-packages:  ## the Debian packages the tests need (chromium, espeak-ng, flite): installed or named
-	@bash scripts/system_packages.sh
+	@bash scripts/system_packages.sh test
 
 test: system-packages install lint  ## the whole suite (benchmarks excluded)
 	$(BIN)/pytest tests --ignore=tests/benchmarks

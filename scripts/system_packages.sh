@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# The Debian packages icml25's tests and two rooms need beside the Python ones:
-#   chromium   the browser tests (kedro-viz graph, MLflow compare view, scorecard page)
-#   espeak-ng  acorn and sortformer synthesise their speech offline
-#   flite      a second offline voice for sortformer's speakers
-# Installs the missing ones with apt-get when it can (root, or passwordless sudo); otherwise
-# stops and prints the exact command to run. `make test` runs this before any test.
+# The Debian packages icml25 needs beside the Python ones:
+#   python3-venv  `python3 -m venv` (the setup creates .venv with it)       [group: venv]
+#   chromium      the browser tests (kedro-viz graph, MLflow compare view,  [group: test]
+#                 scorecard page)
+#   espeak-ng     acorn and sortformer synthesise their speech offline      [group: test]
+#   flite         a second offline voice for sortformer's speakers          [group: test]
+# Usage: system_packages.sh [venv] [test]   (no argument: both groups). Installs the missing
+# ones with apt-get when it can (root, or passwordless sudo); otherwise stops and prints the
+# exact command to run. The Makefile runs the venv group before creating .venv and the test
+# group before any test.
 set -euo pipefail
+groups=("$@")
+[ ${#groups[@]} -eq 0 ] && groups=(venv test)
 missing=()
-for pkg in chromium:/usr/bin/chromium espeak-ng:/usr/bin/espeak-ng flite:/usr/bin/flite; do
-  [ -x "${ICML25_SYSTEM_ROOT:-}${pkg#*:}" ] || missing+=("${pkg%%:*}")
+for group in "${groups[@]}"; do
+  case "$group" in
+    venv)
+      "${PYTHON:-python3}" -c "import ensurepip, venv" 2>/dev/null || missing+=(python3-venv) ;;
+    test)
+      for pkg in chromium:/usr/bin/chromium espeak-ng:/usr/bin/espeak-ng flite:/usr/bin/flite; do
+        [ -x "${ICML25_SYSTEM_ROOT:-}${pkg#*:}" ] || missing+=("${pkg%%:*}")
+      done ;;
+    *) echo "system_packages.sh: unknown group '$group' (expected venv or test)" >&2; exit 2 ;;
+  esac
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 command="apt-get update && apt-get install -y ${missing[*]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts/system_packages.sh"
@@ -13,7 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts/system_packages.sh"
 def _fake_bin(tmp_path: Path, uid: int) -> Path:
     """A PATH folder whose `id` reports ``uid`` and whose `apt-get` only logs its arguments."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     (bin_dir / "id").write_text(f"#!/bin/sh\necho {uid}\n")
     (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/apt.log\n')
     (bin_dir / "sudo").write_text("#!/bin/sh\nexit 1\n")  # sudo that asks for a password
@@ -22,11 +23,12 @@ def _fake_bin(tmp_path: Path, uid: int) -> Path:
     return bin_dir
 
 
-def _run(tmp_path: Path, uid: int, root: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, uid: int, root: str, *groups: str,
+         python: str = sys.executable) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{_fake_bin(tmp_path, uid)}:/usr/bin:/bin",
-           "ICML25_SYSTEM_ROOT": root}
-    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True,
-                          timeout=60)
+           "ICML25_SYSTEM_ROOT": root, "PYTHON": python}
+    return subprocess.run(["bash", str(SCRIPT), *groups], env=env, capture_output=True,
+                          text=True, timeout=60)
 
 
 def test_nothing_to_do_when_the_packages_are_there(tmp_path):
@@ -57,3 +59,18 @@ def test_as_root_it_installs_only_the_missing_ones(tmp_path):
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "apt.log").read_text().splitlines()
     assert log == ["update -qq", "install -y -qq espeak-ng flite"]
+
+
+def test_a_python_without_venv_support_names_python3_venv(tmp_path):
+    no_venv = tmp_path / "python-without-venv"
+    no_venv.write_text("#!/bin/sh\nexit 1\n")  # `import ensurepip, venv` fails
+    no_venv.chmod(0o755)
+    done = _run(tmp_path, 1000, str(tmp_path / "empty"), "venv", python=str(no_venv))
+    assert done.returncode == 1
+    assert "apt-get install -y python3-venv'" in done.stderr
+    assert _run(tmp_path / "ok", 1000, str(tmp_path / "empty"), "venv").returncode == 0
+
+
+def test_an_unknown_group_is_refused(tmp_path):
+    done = _run(tmp_path, 0, str(tmp_path), "tset")
+    assert done.returncode == 2 and "unknown group 'tset'" in done.stderr
