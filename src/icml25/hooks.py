@@ -179,8 +179,10 @@ class PipelineExperimentHook:
 
     def _close_interrupted(self) -> None:
         """At process exit: a pipeline still in progress was interrupted (Ctrl-C, SystemExit)."""
-        if self._in_progress:
+        active = mlflow.active_run()
+        if self._in_progress and active is not None and active.info.run_id != self._outer_run:
             logger.warning("pipeline interrupted: its MLflow runs are marked KILLED")
+        if self._in_progress:
             self._close_runs("KILLED")
 
     @hook_impl(trylast=True)
