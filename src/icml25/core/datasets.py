@@ -149,6 +149,31 @@ def _replace_atomically(path: Path, text: str) -> None:
         raise
 
 
+class CredentialsDataset(AbstractDataset[Any, dict[str, Any]]):
+    """One entry of Kedro's credentials, handed to the node that needs it.
+
+    The catalog entry names it (``credentials: vga_mllm``); Kedro resolves the name from
+    ``conf/<env>/credentials.yml`` (see :mod:`icml25.core.credentials`) and loading returns a
+    copy of the entry, ``{}`` when it is empty. Its description, which Kedro logs, names the
+    entry's keys but never their values; it cannot be saved.
+    """
+
+    def __init__(self, credentials: dict[str, Any] | None = None,
+                 metadata: dict[str, Any] | None = None) -> None:
+        self._credentials = dict(credentials or {})
+        self.metadata = metadata
+
+    def _describe(self) -> dict[str, Any]:
+        return {"keys": sorted(self._credentials)}
+
+    def load(self) -> dict[str, Any]:
+        return dict(self._credentials)
+
+    def save(self, data: Any) -> None:
+        raise TypeError("CredentialsDataset is read-only: credentials live in "
+                        "conf/<env>/credentials.yml")
+
+
 # ------------------------------------------------------------------ no-pickle array trees
 
 class ArrayTreeDataset(AbstractDataset[Any, Any]):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -272,24 +271,14 @@ def run_meta_agent(scenarios: pd.DataFrame, params: dict[str, Any],
     return _log_frame(logs)
 
 
-def _endpoint_credentials(key: str) -> dict[str, Any]:
-    """``conf/local/credentials.yml[key]`` (never committed), or {} when absent."""
-    from kedro.config import OmegaConfigLoader
-    from kedro.framework.project import settings
-
-    conf = Path.cwd() / settings.CONF_SOURCE
-    try:
-        loader = OmegaConfigLoader(str(conf), base_env="base", default_run_env="local")
-        creds = loader["credentials"]
-    except Exception:  # no credentials file at all
-        return {}
-    return dict(creds.get(key) or {})
-
-
-def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any],
+                   endpoint: dict[str, Any] | None = None) -> pd.DataFrame:
     """Every configured prompting strategy on the ``llm`` suite (skipped when ``llm.backend:
     none``). Endpoint failures are counted invalid answers inside the agent; an episode that
-    fails for any other reason is logged and skipped, the finished ones are kept."""
+    fails for any other reason is logged and skipped, the finished ones are kept.
+    ``endpoint`` is Kedro's ``functional_tom_llm`` credentials entry (catalog
+    ``functional_tom.llm_endpoint``: ``base_url``, ``model``, ``api_key``), used by
+    ``llm.backend: openai``."""
     from icml25.core.device import seed_everything, set_threads
     from icml25.pipelines.functional_tom.episodes import run_episode
     from icml25.pipelines.functional_tom.llm_agent import LLMAgent, make_backend
@@ -325,8 +314,8 @@ def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any]) -> pd.DataFr
             corpus += [describe_partner(game, sample_partner_spec(game, f, np.random.default_rng(0)))
                        for f in ("single", "tft", "cycle", "anti", "wsls", "lag2_tft")]
         build_tiny_llama(llm.tiny_model_dir, corpus, seed=p.seeds[0])
-    backend = make_backend(llm.model_dump(), _endpoint_credentials(llm.credentials_key)
-                           if llm.backend == "openai" else None, llm.tiny_model_dir)
+    backend = make_backend(llm.model_dump(), endpoint if llm.backend == "openai" else None,
+                           llm.tiny_model_dir)
     logs = []
     strategies = [s for s in llm.strategies
                   if backend.supports_logprob or not parse_strategy(s).scored

@@ -106,7 +106,6 @@ class LLMParams(ParamsModel):
     backend: Literal["none", "hf", "hf_tiny", "openai"] = "none"
     model_path: str | None = None
     tiny_model_dir: str = "data/06_models/functional_tom/tiny_llm"
-    credentials_key: str = "functional_tom_llm"
     base_url: str | None = None
     model: str | None = None
     strategies: list[str] = Field(default_factory=list)

@@ -160,27 +160,28 @@ def evaluation_set(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.D
     return rows
 
 
-def _agents(p: MalotParams, seed: int, fewshots: list[dict[str, Any]]):
+def _agents(p: MalotParams, seed: int, fewshots: list[dict[str, Any]],
+            endpoint: dict[str, Any] | None = None):
     if p.agent.backend == "symbolic":
         from icml25.pipelines.malot.symbolic_agent import PortfolioProver, RuleCorrector
 
         return PortfolioProver(seed), RuleCorrector(seed + 1)
     from icml25.pipelines.malot.model_agent import make_model_agent
 
-    key = os.environ.get("MALOT_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    agent = make_model_agent(p.agent, seed, fewshots,
-                             credentials={"api_key": key} if key else None)
+    agent = make_model_agent(p.agent, seed, fewshots, credentials=endpoint or None)
     return agent, agent
 
 
 def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.DataFrame,
-                 params: dict[str, Any], shard: int = 0, n_shards: int = 1
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 params: dict[str, Any], endpoint: dict[str, Any] | None = None,
+                 shard: int = 0, n_shards: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """MA-LoT (``x + k × y``) and whole-proof sampling (pass@(x + k·y)) on every evaluation
     theorem for the seeds of shard ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``,
     :func:`icml25.core.sweep.shard_seeds`); returns every attempt and each theorem's solving
     round. The agents are seeded per (seed, theorem) and the verifier's cache only saves work,
-    so a seed's rows do not depend on the shard; empty tables for a shard without a seed."""
+    so a seed's rows do not depend on the shard; empty tables for a shard without a seed.
+    ``endpoint`` is Kedro's ``malot_endpoint`` credentials entry (catalog ``malot.endpoint``),
+    used by ``agent.backend: openai``."""
     from icml25.pipelines.malot.loop import ma_lot, whole_proof
     from icml25.pipelines.malot.verifier import make_verifier
     p = _params(params)
@@ -201,7 +202,7 @@ def run_variants(theorems: pd.DataFrame, minif2f: pd.DataFrame, coverage: pd.Dat
         for variant in VARIANTS:
             for i, thm in enumerate(tasks):
                 key = seed * 1_000_003 + i * 7919
-                prover, corrector = _agents(p, key, fewshots)
+                prover, corrector = _agents(p, key, fewshots, endpoint)
                 if variant == "ma_lot":
                     out = ma_lot(thm, prover, corrector, verifier, b.x, b.rounds, b.y,
                                  b.corrections_per_proof, np.random.default_rng(key))

@@ -34,7 +34,7 @@ def _prover_shards(n: int) -> list:
     """The prover variants (MA-LoT and whole-proof sampling) per seed shard, then one merge."""
     shards = [f"malot.prover.shard_{k}" for k in range(n)]
     return [
-        *(node(_bind(nodes.run_variants, shard=k, n_shards=n), EVALUATION,
+        *(node(_bind(nodes.run_variants, shard=k, n_shards=n), [*EVALUATION, "malot.endpoint"],
                [f"{s}.attempts", f"{s}.solved"], name="run_variants", namespace=s,
                tags=["training"])
           for k, s in enumerate(shards)),

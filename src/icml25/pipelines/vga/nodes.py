@@ -8,7 +8,6 @@ metrics, claims, figures) and returns plain tables, dicts or state dicts.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
@@ -194,8 +193,12 @@ def run_baselines(graphs: pd.DataFrame, layouts: pd.DataFrame, images: pd.DataFr
                                 p.baselines.lr_c)
 
 
-def mllm_eval(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
-    """Zero-shot answers of a multimodal LLM (empty, and no network call, when disabled)."""
+def mllm_eval(images: pd.DataFrame, params: dict[str, Any],
+              endpoint: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Zero-shot answers of a multimodal LLM (empty, and no network call, when disabled).
+
+    ``endpoint`` is Kedro's ``vga_mllm`` credentials entry (catalog ``vga.mllm_endpoint``),
+    whose ``api_key`` authorises the calls to ``vga.mllm.base_url``."""
     from icml25.pipelines.vga.mllm import RESPONSE_COLUMNS, ask, sample_questions
     p = _params(params)
     cfg = p.mllm
@@ -203,7 +206,7 @@ def mllm_eval(images: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
         logger.info("vga: mllm disabled; no endpoint is called")
         return pd.DataFrame(columns=list(RESPONSE_COLUMNS))
     _check_images(images)
-    client = ChatClient(cfg.base_url, cfg.model, api_key=os.environ.get(cfg.api_key_env),
+    client = ChatClient(cfg.base_url, cfg.model, api_key=(endpoint or {}).get("api_key"),
                         timeout_s=cfg.timeout_s, max_retries=cfg.retries)
     questions = sample_questions(images, {t: c.test_layout for t, c in p.data.tasks.items()},
                                  cfg.n_per_task, cfg.seed)

@@ -143,7 +143,6 @@ class MllmParams(ParamsModel):
     enabled: bool = False
     base_url: str = ""
     model: str = ""
-    api_key_env: str = "VGA_MLLM_API_KEY"
     n_per_task: int = Field(default=100, gt=0)
     max_tokens: int = Field(default=1024, gt=0)
     temperature: float = Field(default=0.0, ge=0)

@@ -55,8 +55,8 @@ def create_pipeline(**kwargs) -> Pipeline:
     report = [
         node(nodes.run_baselines, ["vga.graphs", "vga.layouts", "vga.images", P],
              "vga.baseline_predictions", name="run_baselines", namespace=ns),
-        node(nodes.mllm_eval, ["vga.images", P], "vga.mllm_responses", name="mllm_eval",
-             namespace=ns),
+        node(nodes.mllm_eval, ["vga.images", P, "vga.mllm_endpoint"], "vga.mllm_responses",
+             name="mllm_eval", namespace=ns),
         node(nodes.collect_predictions,
              [P, "vga.baseline_predictions", "vga.mllm_responses", *model_preds],
              "vga.predictions", name="collect_predictions", namespace=ns),
