@@ -12,7 +12,7 @@ ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { PYTHON=$(PYTHON) bash scripts/system_packages.sh venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,quantum]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,quantum,peers]"
 	@touch $(STAMP)
 
 install: $(STAMP)
