@@ -1,21 +1,42 @@
 """KernelSynth: synthetic series drawn from Gaussian-process priors with random composite kernels.
 
-A port of Chronos' ``scripts/kernel-synth.py`` (github.com/amazon-science/chronos-forecasting,
-``main`` branch; Ansari et al., "Chronos", TMLR 2024, Section 4.2 / Algorithm 2), exact up to
-the two differences below:
+A port of Chronos' ``scripts/kernel-synth.py`` (github.com/amazon-science/chronos-forecasting;
+Ansari et al., "Chronos", TMLR 2024, Section 4.2 / Algorithm 2). Chronos draws series of
+``LENGTH = 1024`` points on ``X = linspace(0, 1, 1024)`` as follows, and so do we:
 
-1. ``X = linspace(0, 1, length)`` (Chronos: ``LENGTH = 1024``);
-2. draw ``j ~ U{1..5}`` kernels *with replacement* from a bank of 33 (:func:`kernel_bank`);
-3. fold them left to right with ``+`` or ``*``, each operator chosen with probability 1/2
+1. draw ``j ~ U{1..5}`` kernels *with replacement* from a fixed bank of 33 (:func:`kernel_bank`:
+   21 ExpSineSquared with periodicity ``p / 1024`` for periods ``p`` in time steps, three each of
+   DotProduct, RBF and RationalQuadratic, two WhiteKernel, one ConstantKernel, all with fixed
+   hyperparameters in ``X`` units);
+2. fold them left to right with ``+`` or ``*``, each operator chosen with probability 1/2
    (Chronos' ``functools.reduce(random_binary_map, ...)``);
-4. draw one sample from the zero-mean GP prior with that covariance; on ``LinAlgError`` start over
+3. draw one sample from the zero-mean GP prior with that covariance; on ``LinAlgError`` start over
    with new kernels (Chronos retries the whole draw in a ``while True`` loop).
 
-Differences from the Chronos script, both for speed and reproducibility: the GP sample is drawn with a
-Cholesky factor of ``K + 1e-6 I`` (falling back to an eigendecomposition with negative eigenvalues
-clipped to 0) instead of sklearn's SVD-based ``GaussianProcessRegressor.sample_y``, which is much
-slower; and every random choice comes from one ``numpy.random.Generator`` per series, seeded from
-the caller's generator, instead of the global ``np.random`` state, so a run is reproducible.
+**Other lengths.** The project trains on shorter series (``length`` 256 or 96). A series of
+``length = L`` is a length-``L`` window of Chronos' length-1024 process: it lives on
+``x = arange(L) / 1023`` (:func:`time_grid`), the first ``L`` points of Chronos' grid, and uses
+Chronos' bank unchanged. Its covariance is therefore exactly the top-left ``L x L`` block of
+Chronos' 1024-point covariance, for every composite kernel: periods, RBF/RationalQuadratic length
+scales and the DotProduct trend all keep their size *in time steps*. (Placing the ``L`` points on
+``linspace(0, 1, L)`` with periodicities ``p / L`` keeps the periods in steps but shrinks every
+non-periodic length scale, measured in steps, by ``(L - 1) / 1023`` -- 4x at ``L = 256``; that is
+not Chronos' distribution.) For ``L > 1024`` the grid continues with the same step ``1/1023``
+past ``x = 1``: the same process observed for longer (stationary kernels are unchanged in
+distribution; DotProduct draws, straight lines ``a + b x``, keep growing, as they would in
+Chronos' process were it longer).
+
+Differences from the Chronos script, for speed and reproducibility only: the GP sample is drawn
+with a Cholesky factor of ``K + eps * mean(diag K) * I``, with the smallest ``eps`` in
+:data:`JITTERS` (1e-12 .. 1e-6) that factorises (almost all bank composites need 1e-12 or less),
+falling back to an eigendecomposition with negative eigenvalues clipped to 0, instead of sklearn's
+SVD-based ``GaussianProcessRegressor.sample_y`` (no jitter, much slower). The jitter adds white
+noise of standard deviation ``sqrt(eps)`` relative to the series' scale (``1e-6`` at the usual
+``eps = 1e-12``), far below the lag-1 increments of the smoothest bank kernels on the ``1/1023``
+grid (about ``1e-4`` for RBF(10.0)); a fixed absolute jitter of ``1e-6`` would not be (its noise
+of standard deviation ``1e-3`` is as large as RBF(1.0)'s increments). Every random choice comes
+from one ``numpy.random.Generator`` per series, seeded from the caller's generator, instead of the
+global ``np.random`` state, so a run is reproducible.
 """
 
 from __future__ import annotations
@@ -43,25 +64,34 @@ PERIODS: tuple[int, ...] = (24, 48, 96, 168, 336, 672, 7, 14, 30, 60, 365, 730, 
 #: Chronos' ``max_kernels``: j ~ U{1..MAX_KERNELS}.
 MAX_KERNELS = 5
 
-#: Diagonal jitter added to the covariance before the Cholesky factorisation.
-JITTER = 1e-6
+#: Relative diagonal jitters tried in turn before the Cholesky factorisation (times mean(diag K)).
+JITTERS: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6)
 
-#: Chronos' series length; its periodicities are ``p / LENGTH``.
+#: Chronos' series length: its grid is ``linspace(0, 1, 1024)`` and its periodicities ``p / 1024``.
 CHRONOS_LENGTH = 1024
 
 
-def kernel_bank(length: int = CHRONOS_LENGTH) -> list[Kernel]:
-    """The 33 base kernels of Chronos' ``KERNEL_BANK`` for series of ``length`` points.
+def time_grid(length: int) -> np.ndarray:
+    """``arange(length) / 1023``: the first ``length`` points of Chronos' ``linspace(0, 1, 1024)``.
 
-    ExpSineSquared periodicities are ``p / length`` on ``X = linspace(0, 1, length)``, i.e. a period
-    of ``p`` time steps, which equals Chronos' bank exactly at ``length = 1024``. The other 12:
-    DotProduct(sigma_0 in {0, 1, 10}), RBF(length_scale in {0.1, 1, 10}),
-    RationalQuadratic(alpha in {0.1, 1, 10}), WhiteKernel(0.1), WhiteKernel(1), ConstantKernel().
+    Continues with the same step past ``x = 1`` when ``length > 1024``.
     """
     if length < 2:
         raise ValueError(f"length must be >= 2, got {length}")
+    return np.arange(length, dtype=np.float64) / (CHRONOS_LENGTH - 1)
+
+
+def kernel_bank() -> list[Kernel]:
+    """The 33 base kernels of Chronos' ``KERNEL_BANK``, hyperparameters in grid (``x``) units.
+
+    ExpSineSquared periodicities are ``p / 1024`` for ``p`` in :data:`PERIODS`; the other 12:
+    DotProduct(sigma_0 in {0, 1, 10}), RBF(length_scale in {0.1, 1, 10}),
+    RationalQuadratic(alpha in {0.1, 1, 10}), WhiteKernel(0.1), WhiteKernel(1), ConstantKernel().
+    The bank does not depend on the series length: shorter series are windows of the same process
+    on :func:`time_grid`.
+    """
     return [
-        *(ExpSineSquared(periodicity=p / length) for p in PERIODS),
+        *(ExpSineSquared(periodicity=p / CHRONOS_LENGTH) for p in PERIODS),
         DotProduct(sigma_0=0.0),
         DotProduct(sigma_0=1.0),
         DotProduct(sigma_0=10.0),
@@ -95,24 +125,30 @@ def random_kernel(
 
 
 def sample_gp_prior(kernel: Kernel, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One draw from the zero-mean GP prior with covariance ``kernel(x)``.
+    """One draw from the zero-mean GP prior with covariance ``K = kernel(x)``.
 
-    ``L L^T = K + 1e-6 I`` (Cholesky) and ``f = L z``, ``z ~ N(0, I)``; if the Cholesky fails the
-    covariance is eigendecomposed (negative eigenvalues clipped to 0) and ``f = V sqrt(w) z``.
-    Raises ``numpy.linalg.LinAlgError`` if both fail or the covariance is not finite.
+    ``L L^T = K + eps * mean(diag K) * I`` (Cholesky) with the first ``eps`` of :data:`JITTERS`
+    that factorises, and ``f = L z``, ``z ~ N(0, I)``; if none does, ``K`` is eigendecomposed
+    (negative eigenvalues clipped to 0) and ``f = V sqrt(w) z``. Raises
+    ``numpy.linalg.LinAlgError`` if the covariance is not finite or the eigendecomposition fails.
     """
     if x.ndim == 1:
         x = x[:, None]
     cov = np.asarray(kernel(x), dtype=np.float64)
     if not np.all(np.isfinite(cov)):
         raise np.linalg.LinAlgError("covariance has non-finite entries")
-    z = rng.standard_normal(cov.shape[0])
-    try:
-        chol = np.linalg.cholesky(cov + JITTER * np.eye(cov.shape[0]))
+    n = cov.shape[0]
+    z = rng.standard_normal(n)
+    scale = float(np.mean(np.abs(np.diag(cov))))
+    scale = scale if scale > 0.0 else 1.0
+    for eps in JITTERS:
+        try:
+            chol = np.linalg.cholesky(cov + (eps * scale) * np.eye(n))
+        except np.linalg.LinAlgError:
+            continue
         return chol @ z
-    except np.linalg.LinAlgError:
-        eigenvalues, eigenvectors = np.linalg.eigh(cov)
-        return eigenvectors @ (np.sqrt(np.clip(eigenvalues, 0.0, None)) * z)
+    eigenvalues, eigenvectors = np.linalg.eigh(cov)
+    return eigenvectors @ (np.sqrt(np.clip(eigenvalues, 0.0, None)) * z)
 
 
 def generate_series(
@@ -124,11 +160,12 @@ def generate_series(
 ) -> np.ndarray:
     """One KernelSynth series of ``length`` points (Chronos' ``generate_time_series``).
 
-    A draw that raises ``LinAlgError`` or yields a non-finite value is discarded and a new kernel
-    is drawn (Chronos retries forever; we stop after ``max_tries`` and raise).
+    Sampled on :func:`time_grid` ``(length)``, a window of Chronos' 1024-point process. A draw that
+    raises ``LinAlgError`` or yields a non-finite value is discarded and a new kernel is drawn
+    (Chronos retries forever; we stop after ``max_tries`` and raise).
     """
-    bank = kernel_bank(length) if bank is None else bank
-    x = np.linspace(0.0, 1.0, length)
+    x = time_grid(length)
+    bank = kernel_bank() if bank is None else bank
     for _ in range(max_tries):
         kernel = random_kernel(bank, rng, max_kernels)
         try:
@@ -155,7 +192,8 @@ def sample_kernelsynth(
     """
     if n_series < 0:
         raise ValueError(f"n_series must be >= 0, got {n_series}")
-    bank = kernel_bank(length)
+    time_grid(length)  # validates length
+    bank = kernel_bank()
     seeds = rng.integers(0, np.iinfo(np.int64).max, size=n_series)
     out = np.empty((n_series, length), dtype=np.float64)
     for i in tqdm(range(n_series), desc="KernelSynth", disable=n_series < 50):
