@@ -8,12 +8,19 @@ import numpy as np
 import pytest
 
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
-from icml25.pipelines.wavetoken.tokenizer import EOS_ID, PAD_ID, ForecastTokenizer
+from icml25.pipelines.wavetoken.tokenizer import (
+    EOS_ID,
+    PAD_ID,
+    ForecastTokenizer,
+    location_scale,
+)
 
 
 def reference_ids(values: np.ndarray, boundaries: np.ndarray, vocab: int) -> np.ndarray:
-    """Chronos' rule written element by element: bisect_right == bucketize(right=True)."""
-    ids = [bisect.bisect_right(list(boundaries), float(v)) + 2 for v in values]
+    """Chronos' rule written element by element: bisect_right == bucketize(right=True), on the
+    float32-rounded values (Chronos' tensors are float32)."""
+    edges = [float(b) for b in boundaries]
+    ids = [bisect.bisect_right(edges, float(np.float32(v))) + 2 for v in values]
     return np.clip(np.array(ids), 0, vocab - 1)
 
 
@@ -22,13 +29,19 @@ def test_chronos_layout_at_4096():
     tok = MeanScaleUniformBins()
     assert tok.vocab_size == 4096 and tok.centres.size == 4093
     assert tok.boundaries.size == 4094
-    assert tok.boundaries[0] == -1e20 and tok.boundaries[-1] == 1e20
+    assert tok.centres.dtype == tok.boundaries.dtype == np.float32
+    assert tok.boundaries[0] == np.float32(-1e20) and tok.boundaries[-1] == np.float32(1e20)
     assert tok.centres[0] == -15.0 and tok.centres[-1] == 15.0
-    assert tok.bin_width == pytest.approx(30 / 4092)
-    np.testing.assert_allclose(tok.boundaries[1:-1], (tok.centres[1:] + tok.centres[:-1]) / 2)
+    # float32 centres: gaps equal 30/4092 up to float32 rounding at 15 (ulp 9.5e-7)
+    gaps = np.diff(tok.centres.astype(np.float64))
+    np.testing.assert_allclose(gaps, 30 / 4092, atol=np.spacing(np.float32(15.0)))
+    assert tok.bin_width == gaps.max() and tok.bin_width == pytest.approx(30 / 4092, rel=1e-4)
+    midpoints = (tok.centres[1:] + tok.centres[:-1]) / np.float32(2)
+    np.testing.assert_array_equal(tok.boundaries[1:-1], midpoints)
     # extreme values: lowest id 3 (id 2 unused), highest 4095
     np.testing.assert_array_equal(tok.quantize([-1e6, -15.0, 15.0, 1e6]), [3, 3, 4095, 4095])
-    assert tok.quantize(0.0) == 2049 and tok.dequantize(2049) == pytest.approx(0.0, abs=1e-12)
+    # the middle centre is torch.linspace's 15 - 2046 * step in float32, 1.4e-8 rather than 0
+    assert tok.quantize(0.0) == 2049 and tok.dequantize(2049) == pytest.approx(0.0, abs=1e-7)
     rng = np.random.default_rng(0)
     ids = tok.quantize(rng.standard_cauchy(200_000) * 10)
     assert ids.min() == 3 and ids.max() == 4095
@@ -62,6 +75,7 @@ def test_quantize_matches_torch_bucketize():
     tok = MeanScaleUniformBins()
     rng = np.random.default_rng(2)
     values = np.concatenate([rng.normal(size=5000) * 6, tok.boundaries[1:-1:7]])
+    values = values.astype(np.float32)
     expected = (
         torch.bucketize(torch.from_numpy(values), torch.from_numpy(tok.boundaries), right=True) + 2
     )
@@ -105,7 +119,12 @@ def test_round_trip_error_is_at_most_half_a_bin():
     x = rng.normal(size=(50, 128)) * rng.uniform(0.1, 100, size=(50, 1)) + 5
     ids, _, state = tok.context_input(x)
     decoded = tok.output_transform(ids[:, None, :-1], state)[:, 0]
-    assert np.all(np.abs(decoded - x) <= tok.bin_width / 2 * state.scale[:, None] * (1 + 1e-9))
+    # half the widest bin, plus float32 rounding of x / scale and of the float32 midpoints
+    eps = np.finfo(np.float32).eps
+    slack = eps * (np.abs(x) / state.scale[:, None] + 15.0)
+    bound = (tok.bin_width / 2 + slack) * state.scale[:, None]
+    assert np.all(np.abs(decoded - x) <= bound)
+    assert np.abs(decoded - x).max() > 0.9 * bound.min()  # the bound is nearly attained
 
 
 def test_labels_use_the_context_scale():
@@ -127,10 +146,17 @@ def test_mean_scaling_is_scale_invariant():
     ids, _, st = tok.context_input(x)
     ids2, _, st2 = tok.context_input(7.5 * x)
     assert (ids == ids2).mean() >= 0.999 and np.abs(ids - ids2).max() <= 1
+    # float32 scales: mean |7.5 x| equals 7.5 mean |x| up to float32 rounding of the two sums
+    np.testing.assert_allclose(st2.scale, 7.5 * st.scale, rtol=4 * np.finfo(np.float32).eps)
     sampled = rng.integers(3, 4096, size=(20, 4, 8))
     np.testing.assert_allclose(
-        tok.output_transform(sampled, st2), 7.5 * tok.output_transform(sampled, st), rtol=1e-12
+        tok.output_transform(sampled, st2),
+        7.5 * tok.output_transform(sampled, st),
+        rtol=4 * np.finfo(np.float32).eps,
     )
+    # decoding is exactly the float64 product centre * scale
+    expected = tok.centres[sampled - 3].astype(np.float64) * st2.scale[:, None, None]
+    np.testing.assert_array_equal(tok.output_transform(sampled, st2), expected)
 
 
 def test_context_length_truncation_like_chronos():
@@ -148,10 +174,16 @@ def test_standard_scaling_variant():
     x = np.array([[1.0, 3.0, 5.0, 7.0], [2.5, 2.5, 2.5, 2.5]])
     ids, _, state = tok.context_input(x)
     np.testing.assert_allclose(state.loc, [4.0, 2.5])
-    np.testing.assert_allclose(state.scale, [np.std([1.0, 3, 5, 7]), 1.0])
-    assert np.all(ids[1, :-1] == 2049)
+    # the z-scaling of tokenizer.location_scale (its rule for a constant row included)
+    loc, scale = location_scale(x, "standard")
+    np.testing.assert_array_equal(state.loc, loc)
+    np.testing.assert_array_equal(state.scale, scale)
+    assert state.scale[0] == pytest.approx(np.std([1.0, 3, 5, 7]), rel=1e-12)
+    np.testing.assert_array_equal(ids[0, :-1], tok.quantize((x[0] - 4.0) / state.scale[0]))
+    assert np.all(ids[1, :-1] == 2049)  # the constant maps to 0, the middle centre
     decoded = tok.output_transform(ids[:, None, :-1], state)[:, 0]
-    np.testing.assert_allclose(decoded[1], 2.5, atol=1e-12)
+    np.testing.assert_array_equal(decoded[1], 2.5 + float(tok.centres[2046]) * state.scale[1])
+    np.testing.assert_allclose(decoded[1], 2.5, rtol=1e-6)
     assert np.all(np.abs(decoded - x) <= tok.bin_width / 2 * state.scale[:, None] + 1e-12)
 
 
@@ -197,3 +229,29 @@ def test_bad_inputs_raise():
 def test_invalid_parameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MeanScaleUniformBins(**kwargs)
+
+
+def test_label_input_transform_pads_missing_labels_like_chronos():
+    tok = MeanScaleUniformBins()
+    _, _, state = tok.context_input(np.array([[1.0, 2.0, 3.0, 2.0], [4.0, 4.0, 4.0, 4.0]]))
+    y = np.array([[4.0, np.nan, -2.0], [np.nan, np.nan, np.nan]])
+    ids, mask = tok.label_input_transform(y, state)
+    np.testing.assert_array_equal(mask, [[True, False, True, True], [False, False, False, True]])
+    np.testing.assert_array_equal(ids[0], [*tok.quantize([2.0]), PAD_ID, *tok.quantize([-1.0]), 1])
+    np.testing.assert_array_equal(ids[1], [PAD_ID, PAD_ID, PAD_ID, EOS_ID])
+    # label_input interpolates instead: the middle label becomes (2 + (-1)) / 2 in scaled units
+    np.testing.assert_array_equal(tok.label_input(y[:1], state.subset([0]))[0, 1], tok.quantize(0.5))
+    with pytest.raises(ValueError, match="2-D"):
+        tok.label_input_transform(np.ones(3), state)
+    with pytest.raises(ValueError, match="inf"):
+        tok.label_input_transform([[np.inf, 1.0, 1.0], [1.0, 1.0, 1.0]], state)
+    with pytest.raises(ValueError, match="state holds 2"):
+        tok.label_input_transform(np.ones((3, 3)), state)
+
+
+def test_values_beyond_float32_range_raise():
+    tok = MeanScaleUniformBins()
+    with pytest.raises(ValueError, match="float32"):
+        tok.context_input([[1.0, 1e39]])
+    with pytest.raises(ValueError, match="overflows float32"):
+        tok.context_input([[3e38, 3e38, 3e38]])
