@@ -18,6 +18,7 @@ from icml25.pipeline_registry import (
     paper_pipeline_names,
     parameter_models,
     register_pipelines,
+    study_pipelines,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +39,8 @@ def _config(env: str) -> OmegaConfigLoader:
 
 def test_registry_has_every_room_and_a_default_that_ends_with_report():
     pipelines = register_pipelines()
-    assert set(pipelines) == {*PAPERS, REPORT, "__default__"}
+    assert set(pipelines) == {*PAPERS, REPORT, "__default__", *study_pipelines()}
+    assert set(study_pipelines()) == {"wavetoken_scaling"}
     default = pipelines["__default__"]
     assert {n.name for n in default.nodes} == {
         n.name for name in (*PAPERS, REPORT) for n in pipelines[name].nodes}

@@ -5,6 +5,11 @@ A room is a package ``icml25.pipelines.<name>`` with a ``pipeline.py`` that defi
 paper means adding a room; nothing here changes. ``report`` is built last from the list of
 paper rooms so that in ``__default__`` it runs after every paper's ``<name>.claims`` exists.
 
+A room may also define ``STUDIES = {"<name>": create_study_pipeline}``: extra pipelines of the
+same paper (wavetoken's compute-scaling study, ``wavetoken_scaling``) registered under their own
+names. Studies are not papers: they are left out of ``__default__`` and of the scorecard, and a
+user runs them by name.
+
 Registering imports every room's ``pipeline.py``, ``params.py`` and ``nodes.py`` (Kedro does
 so for ``kedro run --pipeline=report`` and ``kedro registry list`` too), so those modules
 import their heavy libraries (torch, scipy, scikit-learn, mlflow, ...) where they are used,
@@ -62,10 +67,24 @@ def parameter_models() -> dict[str, type[BaseModel]]:
     return {name: module.PARAMETERS for name, module in _rooms().items()}
 
 
+def study_pipelines() -> dict[str, tuple[str, object]]:
+    """``{study name: (room, create function)}`` of every room's ``STUDIES``."""
+    studies: dict[str, tuple[str, object]] = {}
+    for room, module in _rooms().items():
+        for name, create in getattr(module, "STUDIES", {}).items():
+            if name in room_names() or name in studies or name in (REPORT, "__default__"):
+                raise ImportError(f"icml25/pipelines/{room}/pipeline.py: study name {name!r} "
+                                  "is already a pipeline name")
+            studies[name] = (room, create)
+    return studies
+
+
 def register_pipelines() -> dict[str, Pipeline]:
-    """Every paper pipeline by name, ``report``, and ``__default__`` = all papers, then report."""
+    """Every paper pipeline by name, ``report``, ``__default__`` = all papers, then report, and
+    the rooms' studies (not in ``__default__``)."""
     papers = paper_pipeline_names()
     pipelines: dict[str, Pipeline] = {name: _rooms()[name].create_pipeline() for name in papers}
+    studies = {name: create() for name, (_room, create) in study_pipelines().items()}
     with warnings.catch_warnings():
         # The scorecard reads every paper's namespaced `<name>.claims`; a node outside those
         # namespaces reading them is the report's purpose, not a naming mistake.
@@ -73,4 +92,4 @@ def register_pipelines() -> dict[str, Pipeline]:
         pipelines[REPORT] = _rooms()[REPORT].create_pipeline(papers=papers)
     # one Pipeline of all of them (summing them pairwise re-sorts the growing graph 20 times)
     pipelines["__default__"] = Pipeline(list(pipelines.values()))
-    return pipelines
+    return {**pipelines, **studies}

@@ -18,7 +18,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
+from icml25.pipelines.wavetoken.params import ABLATIONS, WavetokenParams
 from icml25.pipelines.wavetoken.stress_sets import make_stress_sets
 from icml25.pipelines.wavetoken.tsmixup import tsmixup
 
@@ -133,55 +133,68 @@ def train_variant(corpus: pd.DataFrame, params: dict[str, Any], variant: str, sh
                   n_shards: int = 1) -> dict[str, Any]:
     """Pretrain one tokenizer variant once per seed of shard ``shard`` of ``n_shards``
     (:func:`icml25.core.sweep.shard_seeds`); returns ``{seed_<s>: state dict + meta}``, empty
-    when the shard has no seed."""
-    from icml25.core.device import resolve_device, seed_everything, set_threads
+    when the shard has no seed.
+
+    ``variant="ablations"`` trains every variant of ``wavetoken.ablations`` instead (keys
+    ``<variant>_seed_<s>``; empty when the run selects none).
+    """
+    from icml25.core.device import resolve_device, set_threads
     from icml25.pipelines.wavetoken.frames import frame_to_series
+    p = _params(params)
+    names = p.ablations if variant == ABLATIONS else [variant]
+    todo = [(v, seed) for v in names for seed in shard_seeds(p.seeds_of(v), shard, n_shards)]
+    if not todo:
+        return {}
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    mixes = frame_to_series(corpus, "tsmixup")
+    kernelsynth = frame_to_series(corpus, "kernelsynth")
+    models = {}
+    for name, seed in todo:
+        key = f"{name}_seed_{seed}" if variant == ABLATIONS else f"seed_{seed}"
+        models[key] = _train_one(p, name, seed, mixes, kernelsynth, len(corpus), device)
+    return models
+
+
+def _train_one(p: WavetokenParams, variant: str, seed: int, mixes: list, kernelsynth: list,
+               corpus_rows: int, device: Any) -> dict[str, Any]:
+    from icml25.core.device import seed_everything
     from icml25.pipelines.wavetoken.pretraining import (
         build_tokenizer,
         model_config,
         pretrain,
         run_key,
     )
-    p = _params(params)
-    seeds = shard_seeds(p.seeds_of(variant), shard, n_shards)
-    if not seeds:
-        return {}
     tok_params = p.variants[variant]
-    set_threads(p.num_threads)
-    device = resolve_device(p.device)
-    mixes = frame_to_series(corpus, "tsmixup")
-    kernelsynth = frame_to_series(corpus, "kernelsynth")
     tokenizer = build_tokenizer(tok_params, p.context_length)
     config = model_config(p.model, tokenizer.vocab_size, p.context_length, p.prediction_length)
-    models = {}
-    for seed in seeds:
-        seed_everything(seed)
-        key = run_key({"variant": tok_params.model_dump(), "model": p.model.model_dump(),
-                       "train": p.train.model_dump(), "seed": seed, "C": p.context_length,
-                       "H": p.prediction_length, "corpus_rows": len(corpus)})
-        ckpt = Path(p.train.checkpoint_dir) / f"{variant}_seed{seed}_{key}"
-        model, result = pretrain(
-            mixes, kernelsynth, tokenizer, config, p.train, p.context_length,
-            p.prediction_length, seed, device, checkpoint_dir=ckpt, progress=p.progress,
-            desc=f"{variant} seed {seed}", backend=p.model.backend)
-        logger.info("wavetoken %s seed %d: %d steps in %.1fs, final loss %.4f", variant, seed,
-                    result.steps_done, result.seconds, result.history[-1]["train_loss"]
-                    if result.history else float("nan"))
-        models[f"seed_{seed}"] = {
-            "state_dict": model.state_dict(),
-            "metadata": {"variant": variant, "seed": seed, "model_config": config.to_dict(),
-                         "backend": p.model.backend, "context_length": p.context_length,
-                         "prediction_length": p.prediction_length,
-                         "tokenizer": tok_params.model_dump(), "history": result.history,
-                         "train_seconds": result.seconds, "steps": result.steps_done},
-        }
-    return models
+    seed_everything(seed)
+    key = run_key({"variant": tok_params.model_dump(), "model": p.model.model_dump(),
+                   "train": p.train.model_dump(), "seed": seed, "C": p.context_length,
+                   "H": p.prediction_length, "corpus_rows": corpus_rows})
+    ckpt = Path(p.train.checkpoint_dir) / f"{variant}_seed{seed}_{key}"
+    model, result = pretrain(
+        mixes, kernelsynth, tokenizer, config, p.train, p.context_length,
+        p.prediction_length, seed, device, checkpoint_dir=ckpt, progress=p.progress,
+        desc=f"{variant} seed {seed}", backend=p.model.backend)
+    logger.info("wavetoken %s seed %d: %d steps in %.1fs, final loss %.4f", variant, seed,
+                result.steps_done, result.seconds, result.history[-1]["train_loss"]
+                if result.history else float("nan"))
+    return {
+        "state_dict": model.state_dict(),
+        "metadata": {"variant": variant, "seed": seed, "model_config": config.to_dict(),
+                     "backend": p.model.backend, "context_length": p.context_length,
+                     "prediction_length": p.prediction_length,
+                     "tokenizer": tok_params.model_dump(), "history": result.history,
+                     "train_seconds": result.seconds, "steps": result.steps_done},
+    }
 
 
 def forecast_variant(
     models: dict[str, Any], eval_sets: pd.DataFrame, params: dict[str, Any], variant: str
 ) -> pd.DataFrame:
-    """Sample ``n_samples`` paths per test window with each seed's model; keep the quantiles."""
+    """Sample ``n_samples`` paths per test window with each seed's model; keep the quantiles
+    (each model's own variant and tokenizer: the ``ablations`` group holds several)."""
     from icml25.core.device import resolve_device, set_threads
     from icml25.pipelines.wavetoken.forecaster import forecast
     from icml25.pipelines.wavetoken.frames import (
@@ -194,7 +207,6 @@ def forecast_variant(
     p = _params(params)
     set_threads(p.num_threads)
     device = resolve_device(p.device)
-    tokenizer = build_tokenizer(p.variants[variant], p.context_length)
     sets = frame_to_eval_sets(eval_sets)
     frames = []
     bar = tqdm(total=len(models) * len(sets), desc=f"{variant} forecasts", disable=not p.progress,
@@ -204,6 +216,8 @@ def forecast_variant(
         meta = entry["metadata"]
         model = load_model(meta["model_config"], entry["state_dict"],
                            meta.get("backend", "torch")).to(device)
+        name = meta["variant"]
+        tokenizer = build_tokenizer(p.variants[name], p.context_length)
         for s in sets:
             bar.set_postfix(seed=meta["seed"], dataset=s.name)
             contexts = context_matrix(s.histories, p.context_length)
@@ -214,7 +228,7 @@ def forecast_variant(
                 top_p=p.sampling.top_p, batch_size=p.sampling.batch_size, device=device,
                 seed=int(meta["seed"]), progress=False)
             q = fm.quantiles_from_samples(samples, p.quantile_levels)
-            frames.append(quantiles_to_frame(variant, int(meta["seed"]), s.name, q,
+            frames.append(quantiles_to_frame(name, int(meta["seed"]), s.name, q,
                                              p.quantile_levels))
             bar.update()
     bar.close()
@@ -254,7 +268,7 @@ def check_tokenizers(eval_sets: pd.DataFrame, params: dict[str, Any]) -> dict[st
     full = np.concatenate(contexts)
     full = full[~np.isnan(full).any(axis=1)]  # the bound is stated for complete windows
     return {v: tokenizer_roundtrip_report(build_tokenizer(p.variants[v], p.context_length), full)
-            for v in VARIANTS}
+            for v in p.run_variants}
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -303,17 +317,21 @@ def judge_claims(
                            run_info, p.seeds, title="WaveToken (ICML 2025)",
                            figures=[f"figures/{name}.png" for name in p.plots if name in plotted],
                            confidence=confidence,
-                           seeds_of={v: p.seeds_of(v) for v in VARIANTS})
+                           seeds_of={v: p.seeds_of(v) for v in p.run_variants})
     report = metrics_report(PIPELINE, variant_metrics, run_info, p.seeds,
                             extra={"tokenizer_roundtrip": roundtrip,
                                    "per_dataset": per_dataset_scores(scores)})
     if mlflow.active_run() is not None:
         roles = {v: p.variants[v].role if v in p.variants else "baseline" for v in metrics}
         means = seed_means(metrics)
+        # per-dataset seed means next to the aggregates, so the compare view lines them up
+        for dataset, by_variant in per_dataset_scores(scores).items():
+            for v, values in by_variant.items():
+                means[v] |= {f"{m}_{dataset}": float(values[m]) for m in ("wql", "mase")}
         variant_params = {v: {"kind": "statsforecast", "model": v, "season": "by frequency",
                               "max_history": p.baselines.max_history} for v in p.baselines.models}
         variant_params |= {v: p.variants[v].model_dump() for v in p.variants}
-        log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
+        log_variants(PIPELINE, means, roles, params_by_variant=variant_params, nan_ok=True)
         log_claim_counts(claims)
     return report, claims
 

@@ -12,10 +12,13 @@ from pydantic import Field, field_validator, model_validator
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
 
-#: The tokenizer variants the pipeline trains, in wiring order. Their settings live under
-#: ``wavetoken.variants.<name>``; the wiring (one train and one forecast node each) is fixed here so
-#: kedro-viz shows it and runners can spread it.
+#: The tokenizer variants every run trains, in wiring order. Their settings live under
+#: ``wavetoken.variants.<name>``; the wiring (one train and one forecast node per seed shard) is
+#: fixed here so kedro-viz shows it and runners can spread it.
 VARIANTS = ("wavetoken", "chronos_bins_1024", "chronos_bins_4096", "chronos_bins_std")
+#: The node group that trains the ablation variants a run selects (``wavetoken.ablations``):
+#: any other entry of ``wavetoken.variants``, defined in conf alone.
+ABLATIONS = "ablations"
 STAT_BASELINES = ("seasonal_naive", "naive", "auto_ets", "auto_arima", "auto_theta")
 
 
@@ -135,6 +138,33 @@ class BaselineParams(ParamsModel):
         return models
 
 
+class ScalingBudget(ParamsModel):
+    """One training budget of the compute-scaling study: a width and a number of steps."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    d_model: int = Field(gt=0)
+    d_ff: int = Field(gt=0)
+    steps: int = Field(gt=0)
+
+
+class ScalingParams(ParamsModel):
+    """``wavetoken.scaling``: the compute-scaling study (pipeline ``wavetoken_scaling``)."""
+
+    variants: list[str] = Field(min_length=2, max_length=2)
+    seeds: Seeds
+    budgets: list[ScalingBudget] = Field(min_length=2)
+    cache_dir: str = "data/07_model_output/wavetoken_scaling/cache"
+    claims: list[ClaimSpec] = Field(default_factory=list)
+
+    @field_validator("budgets")
+    @classmethod
+    def _unique(cls, budgets: list[ScalingBudget]) -> list[ScalingBudget]:
+        names = [b.name for b in budgets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"budget names must be unique, got {names}")
+        return budgets
+
+
 class WavetokenParams(ParamsModel):
     seeds: Seeds
     device: str = "auto"
@@ -148,29 +178,66 @@ class WavetokenParams(ParamsModel):
     tsmixup: TSMixupParams
     stress: StressParams
     variants: dict[str, TokenizerParams]
+    ablations: list[str] = Field(default_factory=list)
     model: ModelParams
     train: TrainParams
     sampling: SamplingParams
     baselines: BaselineParams
     plots: list[str] = Field(default_factory=list)
     claims: list[ClaimSpec] = Field(min_length=1)
+    scaling: ScalingParams | None = None
 
     @field_validator("variants")
     @classmethod
     def _variants(cls, variants: dict[str, TokenizerParams]) -> dict[str, TokenizerParams]:
-        if set(variants) != set(VARIANTS):
-            raise ValueError(f"variants must be exactly {list(VARIANTS)}, got {sorted(variants)}")
+        missing = [v for v in VARIANTS if v not in variants]
+        if missing:
+            raise ValueError(f"variants must define {list(VARIANTS)} (every run trains them); "
+                             f"missing {missing}")
+        bad = [v for v in variants if not v.isidentifier() or "@" in v]
+        if bad:
+            raise ValueError(f"variant names must be identifiers (letters, digits, _), got {bad}")
         return variants
+
+    @property
+    def run_variants(self) -> list[str]:
+        """The variants this run trains: :data:`VARIANTS`, then the selected ablations."""
+        return [*VARIANTS, *self.ablations]
 
     @model_validator(mode="after")
     def _lengths(self) -> WavetokenParams:
         for name, tok in self.variants.items():
-            if tok.kind == "wavelet":
+            scaled = self.scaling is not None and name in self.scaling.variants
+            if tok.kind == "wavelet" and (name in self.run_variants or scaled):
                 block = 2**tok.level
                 for key in ("context_length", "prediction_length"):
                     if getattr(self, key) % block:
                         raise ValueError(f"{key} {getattr(self, key)} must be divisible by "
                                          f"2^level = {block} for variant {name}")
+        unknown = [a for a in self.ablations if a not in self.variants]
+        if unknown:
+            raise ValueError(f"ablations {unknown} are not defined under wavetoken.variants "
+                             f"(defined: {sorted(self.variants)})")
+        main = [a for a in self.ablations if a in VARIANTS]
+        if main or len(set(self.ablations)) != len(self.ablations):
+            raise ValueError(f"ablations must be distinct extra variants, not {list(VARIANTS)}; "
+                             f"got {self.ablations}")
+        for claim in self.claims:
+            for role in ("method", "baseline"):
+                name = getattr(claim, role)
+                if (name and not name.startswith("tokenizer:") and name in self.variants
+                        and name not in self.run_variants):
+                    raise ValueError(f"claim {claim.claim!r}: {role} {name!r} is a variant this "
+                                     f"run does not train; add it to wavetoken.ablations")
+        if self.scaling is not None:
+            unknown = [v for v in self.scaling.variants if v not in self.variants]
+            if unknown:
+                raise ValueError(f"scaling.variants {unknown} are not variants of "
+                                 f"wavetoken.variants ({sorted(self.variants)})")
+            for b in self.scaling.budgets:
+                if b.d_model % self.model.n_heads:
+                    raise ValueError(f"scaling budget {b.name}: d_model {b.d_model} is not "
+                                     f"divisible by model.n_heads {self.model.n_heads}")
         if self.quantile_levels != sorted(self.quantile_levels) or 0.5 not in self.quantile_levels:
             raise ValueError("quantile_levels must be increasing and contain 0.5 (the median)")
         return self

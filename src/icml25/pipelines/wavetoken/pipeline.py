@@ -2,23 +2,28 @@
 
 data -> evaluation sets and training corpus -> one train + forecast node pair per tokenizer
 variant and seed shard (namespace ``wavetoken.<variant>.shard_<k>``, shard ``k`` of ``n`` trains
-``seeds[k::n]``, see :mod:`icml25.core.sweep`) and the statistical baselines -> scores ->
-metrics, claims and figures. Variants and seeds are separate nodes, so a parallel runner spreads
+``seeds[k::n]``, see :mod:`icml25.core.sweep`), one more pair per shard for the ablation variants
+that ``wavetoken.ablations`` selects (``wavetoken.ablations.shard_<k>``), and the statistical
+baselines -> scores -> metrics, claims and figures. Variants and seeds are separate nodes, so a parallel runner spreads
 them over its workers.
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import partial, update_wrapper
 
 from kedro.pipeline import Pipeline, node
 
 from icml25.core.sweep import seed_shards
 from icml25.pipelines.wavetoken import nodes
-from icml25.pipelines.wavetoken.params import VARIANTS, WavetokenParams
+from icml25.pipelines.wavetoken.params import ABLATIONS, VARIANTS, WavetokenParams
 
 PARAMETERS = WavetokenParams
 P = "params:wavetoken"
+#: the compute-scaling study's two tokenizer slots: ``wavetoken.scaling.variants[0]`` (the
+#: method) and ``[1]`` (the control at the same vocabulary)
+SCALING_SLOTS = ("method", "control")
 
 
 def _bind(func, **kwargs):
@@ -53,7 +58,8 @@ def create_pipeline(**kwargs) -> Pipeline:
              "wavetoken.training_corpus", name="build_training_corpus", namespace=ns),
     ]
     n_shards = seed_shards()
-    shards = [(v, k) for v in VARIANTS for k in range(n_shards)]
+    # the main variants, then one group that trains the ablations the conf selects
+    shards = [(v, k) for v in (*VARIANTS, ABLATIONS) for k in range(n_shards)]
     variants = [n for v, k in shards for n in _shard_nodes(v, k, n_shards)]
     forecasts = [f"wavetoken.{v}.shard_{k}.forecasts" for v, k in shards]
     models = [f"wavetoken.{v}.shard_{k}.models" for v, k in shards]
@@ -83,3 +89,46 @@ def create_pipeline(**kwargs) -> Pipeline:
              "wavetoken.forecast_plots", name="plot_forecasts", namespace=ns),
     ]
     return Pipeline(data + variants + evaluation)
+
+
+def create_scaling_pipeline(**kwargs) -> Pipeline:
+    """``wavetoken_scaling``: both tokenizers at every training budget and seed
+    (:mod:`icml25.pipelines.wavetoken.scaling`), on the main run's data and evaluation sets."""
+    from icml25.pipelines.wavetoken import scaling
+
+    with warnings.catch_warnings():
+        # the study reads the main run's `wavetoken.*` data sets from its own namespace
+        warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
+        return _scaling_pipeline(scaling)
+
+
+def _scaling_pipeline(scaling) -> Pipeline:
+    ns = "wavetoken_scaling"
+    data = create_pipeline().to_outputs("wavetoken.evaluation_sets", "wavetoken.training_corpus")
+    train = [
+        node(_bind(scaling.train_scaling, position=i),
+             ["wavetoken.training_corpus", "wavetoken.evaluation_sets", P],
+             [f"{ns}.{slot}.forecasts", f"{ns}.{slot}.runs"], name="train_and_forecast",
+             namespace=f"{ns}.{slot}", tags=["training"])
+        for i, slot in enumerate(SCALING_SLOTS)
+    ]
+    evaluate = [
+        node(scaling.forecast_seasonal_naive, ["wavetoken.evaluation_sets", P],
+             f"{ns}.naive_forecasts", name="forecast_seasonal_naive", namespace=ns),
+        node(scaling.evaluate_scaling,
+             ["wavetoken.evaluation_sets", P, f"{ns}.naive_forecasts",
+              *[f"{ns}.{slot}.forecasts" for slot in SCALING_SLOTS]],
+             f"{ns}.scores", name="evaluate_scaling", namespace=ns),
+        node(scaling.judge_scaling,
+             [f"{ns}.scores", P, "run_info", "params:claims_confidence",
+              *[f"{ns}.{slot}.runs" for slot in SCALING_SLOTS]],
+             [f"{ns}.metrics", f"{ns}.claims", f"{ns}.table"], name="judge_scaling",
+             namespace=ns),
+        node(scaling.plot_scaling, [f"{ns}.table", f"{ns}.metrics"], f"{ns}.figures",
+             name="plot_scaling", namespace=ns),
+    ]
+    return data + Pipeline(train + evaluate)
+
+
+#: extra pipelines of this room (registered by icml25.pipeline_registry, not in __default__)
+STUDIES = {"wavetoken_scaling": create_scaling_pipeline}
