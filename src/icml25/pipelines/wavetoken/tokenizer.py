@@ -183,37 +183,88 @@ def observed_lengths(values: FloatArray, observed: BoolArray | None = None) -> I
     return (values.shape[1] - first).astype(np.int64)
 
 
+#: A context is *constant* when its population std is at most ``CONSTANT_RTOL * max|x|``
+#: (float32's resolution, 2^-23 = 1.2e-7: variation below it is indistinguishable from rounding).
+CONSTANT_RTOL = 1e-7
+
+#: Scale given to a constant context, relative to its magnitude ``max|x|``.
+CONSTANT_SCALE = 1e-10
+
+#: Scale given to an all-zero context (absolute: it has no magnitude to be relative to).
+ZERO_SCALE = 1e-30
+
+
+def standard_location_scale(
+    values: FloatArray, observed: BoolArray | None = None
+) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """``"standard"`` scaling of :func:`location_scale`, with the mask of constant rows.
+
+    Returns ``(loc, scale, constant)``, each ``[n]``; see :func:`location_scale` for the rule.
+    """
+    if observed is None:
+        observed = ~np.isnan(values)
+    count = observed.sum(axis=1)
+    vmax = np.fmax.reduce(values, axis=1)  # fmax/fmin skip NaN without a temporary
+    vmin = np.fmin.reduce(values, axis=1)
+    dev = np.where(observed, values, 0.0)
+    loc = dev.sum(axis=1) / count
+    dev -= loc[:, None]
+    dev *= observed
+    sigma = np.sqrt(np.einsum("ij,ij->i", dev, dev) / count)
+    magnitude = np.fmax(np.abs(vmax), np.abs(vmin))
+    exact = vmax == vmin
+    constant = exact | ~(sigma > CONSTANT_RTOL * magnitude)
+    loc = np.where(exact, vmax, loc)
+    constant_scale = np.where(magnitude > 0, CONSTANT_SCALE * magnitude, ZERO_SCALE)
+    scale = np.where(constant, constant_scale, sigma)
+    scale = np.fmax(scale, np.finfo(np.float64).tiny)
+    return loc, scale, constant
+
+
 def location_scale(
     values: FloatArray, scaling: str, observed: BoolArray | None = None
 ) -> tuple[FloatArray, FloatArray]:
     """Per-row ``(loc, scale)`` from the observed (non-NaN) values of ``values`` [n, T].
 
-    - ``"standard"`` (WaveToken's scaling as this project reads it): loc = mean, scale = population std; a row whose
-      observed values are all equal gets loc = that value exactly and scale = 1, so a constant
-      series is mapped to exactly 0 and decodes to exactly the constant.
+    - ``"standard"`` (WaveToken's z-scaling as this project reads it): ``loc`` = mean and
+      ``scale`` = population std ``sigma``, except for a *constant* row, one with
+      ``sigma <= CONSTANT_RTOL * m`` (1e-7) where ``m = max |x|`` over the observed values: it
+      gets ``scale = CONSTANT_SCALE * m`` (1e-10 of its magnitude), or ``ZERO_SCALE`` (1e-30)
+      if it is all zeros. A row whose observed values are all equal gets ``loc`` = that value
+      exactly, so it is mapped to exactly 0 and decodes to exactly the constant when the model
+      emits the 0 token.
     - ``"mean"`` (Chronos ``MeanScaleUniformBins._input_transform``): loc = 0,
       scale = mean |x|; scale 0 (all zeros) -> 1.
 
+    Why (standard scaling). A constant context has no scale of its own. A scale of 1 in
+    absolute units would make forecasts depend on the units: a series constant at 0 or 1e-3
+    would decode to values up to +-21 whenever the model sampled a non-zero token. With
+    ``scale = 1e-10 m``, any sampled ids, which decode to at most ``max|limits|`` times the
+    synthesis gain in scaled units (15 * 2.12 = 32 for bior2.2, J = 1), give sample paths within
+    about 3e-9 relative of the constant. The detection tolerance ``CONSTANT_RTOL = 1e-7`` (about
+    float32's resolution) is far above that: when a rollout feeds such a block back into the
+    context, the context is still constant and the next block stays within 3e-9 of its mean,
+    instead of being z-scaled by its 1e-9 ripple and amplified up to ~12x per block; a non-zero
+    tolerance also catches constants with rounding noise (std ~1e-14). An all-zero context has no
+    magnitude, and the ripple of its first block *is* z-scaled in the next one, hence the tiny
+    absolute ``ZERO_SCALE``: its paths stay within 3e-29 of 0, and within 1e-6 for ~20
+    rollout blocks even if every block is amplified 12x. Rows with ``sigma > CONSTANT_RTOL * m``
+    are affine-equivariant: ``a x + b`` (``a > 0``) gets ``loc' = a loc + b`` and
+    ``scale' = a scale``, so its scaled values, hence ids, equal those of ``x``, and decoding
+    with ``(loc', scale')`` maps the same ids to ``a y + b``. ``scale`` is never below the
+    smallest normal float64, so it is always positive.
+
     ``observed`` (``~isnan(values)``) may be passed when the caller already has it.
     """
-    if observed is None:
-        observed = ~np.isnan(values)
-    count = observed.sum(axis=1)
     if scaling == "mean":
+        if observed is None:
+            observed = ~np.isnan(values)
+        count = observed.sum(axis=1)
         scale = np.where(observed, np.abs(values), 0.0).sum(axis=1) / count
         scale = np.where(scale > 0, scale, 1.0)
         return np.zeros(values.shape[0]), scale
     if scaling == "standard":
-        vmax = np.fmax.reduce(values, axis=1)  # fmax/fmin skip NaN without a temporary
-        vmin = np.fmin.reduce(values, axis=1)
-        dev = np.where(observed, values, 0.0)
-        loc = dev.sum(axis=1) / count
-        dev -= loc[:, None]
-        dev *= observed
-        scale = np.sqrt(np.einsum("ij,ij->i", dev, dev) / count)
-        constant = vmax == vmin
-        loc = np.where(constant, vmax, loc)
-        scale = np.where(constant | ~(scale > 0), 1.0, scale)
+        loc, scale, _ = standard_location_scale(values, observed)
         return loc, scale
     raise ValueError(f"scaling must be 'standard' or 'mean', got {scaling!r}")
 

@@ -36,6 +36,7 @@ from icml25.pipelines.wavetoken.tokenizer import (
     interpolate_gaps,
     location_scale,
     observed_lengths,
+    standard_location_scale,
 )
 
 THRESHOLDS = ("none", "visushrink", "fdrc", "cdf")
@@ -329,7 +330,12 @@ class WaveletTokenizer:
         are dropped); positions before them are PAD with mask False. A row with fewer than 2^J
         observed positions is left-extended with its oldest observed value to one block of 2^J
         (our choice; the paper only covers the divisible case). Rows of equal k are transformed
-        together in one vectorised pywt call.
+        together in one vectorised pywt call. With ``scaling="standard"`` a constant context (std
+        at most 1e-7 of its magnitude) gets a scale of 1e-10 of its magnitude (1e-30 if zero,
+        :func:`~icml25.pipelines.wavetoken.tokenizer.location_scale`), so whatever ids are
+        sampled its forecasts decode to the constant, and its scaled values are set to exactly 0
+        (all ids the 0 centre, as for an exact constant) rather than its sub-1e-7 ripple
+        magnified by 1e10.
         """
         x = as_float_matrix(context, "context")
         if self.context_length is not None and x.shape[1] > self.context_length:
@@ -344,7 +350,11 @@ class WaveletTokenizer:
         observed = ~missing
         obs = observed_lengths(x, observed)
         keep = np.maximum(obs - obs % self.block, self.block)
-        loc, scale = location_scale(x, self.scaling, observed)
+        if self.scaling == "standard":
+            loc, scale, constant = standard_location_scale(x, observed)
+        else:
+            loc, scale = location_scale(x, self.scaling, observed)
+            constant = np.zeros(n, dtype=bool)
         mask = np.arange(width)[None, :] >= (width - keep)[:, None]
         # Only rows with a NaN inside their tokenized part need filling; filling also sets the
         # left padding to the oldest observed value, which is what the (rare) rows shorter than
@@ -355,6 +365,7 @@ class WaveletTokenizer:
             scaled[needs_fill] = interpolate_gaps(x[needs_fill])
         scaled -= loc[:, None]
         scaled /= scale[:, None]
+        scaled[constant] = 0.0
         ids = np.full((n, width), PAD_ID, dtype=np.int64)
         for k in np.unique(keep):
             rows = np.nonzero(keep == k)[0]
@@ -369,13 +380,17 @@ class WaveletTokenizer:
 
         The window is decomposed on its own (never jointly with the context, step 2);
         NaNs, not expected here, are interpolated; details are thresholded only if
-        ``threshold_targets``.
+        ``threshold_targets``. Scaled values are clipped to +-1e300 before the DWT (a target far
+        from a constant context, whose scale is tiny, would otherwise overflow to inf and give
+        NaN coefficients); anything beyond the quantiser's limits takes an end bin anyway.
         """
         y = as_float_matrix(target, "target")
         if y.shape[0] != len(state):
             raise ValueError(f"target has {y.shape[0]} series but the state holds {len(state)}")
         self.num_target_tokens(y.shape[1])
-        scaled = (fill_missing(y) - state.loc[:, None]) / state.scale[:, None]
+        with np.errstate(over="ignore"):
+            scaled = (fill_missing(y) - state.loc[:, None]) / state.scale[:, None]
+        np.clip(scaled, -1e300, 1e300, out=scaled)
         coeffs = self.decompose(scaled)
         if self.threshold_targets:
             coeffs = self.threshold_details(coeffs)
