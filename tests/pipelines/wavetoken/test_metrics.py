@@ -28,16 +28,27 @@ def point_as_quantiles(point: np.ndarray, n_levels: int = 9) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------- quantiles
-def test_quantiles_from_samples_linear_interpolation():
+def test_quantiles_from_samples_are_gluonts_order_statistics():
     samples = np.arange(1.0, 6.0)[None, :, None].repeat(2, axis=2)  # [1, 5, 2]
     q = quantiles_from_samples(samples, [0.1, 0.5, 0.9])
     assert q.shape == (1, 3, 2)
-    np.testing.assert_allclose(q[0, :, 0], [1.4, 3.0, 4.6])
+    # ranks round(4 q) = 0, 2, 4 of the sorted samples (linear interpolation gave 1.4, 3.0, 4.6)
+    np.testing.assert_array_equal(q[0, :, 0], [1.0, 3.0, 5.0])
+    # ties at half ranks round to even, as np.round / Python's round: S = 6, (S-1) q = 0.5, 2.5
+    six = np.array([60.0, 10.0, 50.0, 20.0, 40.0, 30.0])[None, :, None]
+    np.testing.assert_array_equal(quantiles_from_samples(six, [0.1, 0.5])[0, :, 0], [10.0, 30.0])
+    # against an element-by-element rule in plain Python (sorted + round), unsorted samples
     rng = np.random.default_rng(0)
-    s = rng.normal(size=(4, 20, 6))
-    np.testing.assert_allclose(
-        quantiles_from_samples(s), np.quantile(s, LEVELS, axis=1).transpose(1, 0, 2)
-    )
+    for n_samples in (20, 21, 100):
+        s = rng.normal(size=(3, n_samples, 5))
+        got = quantiles_from_samples(s)
+        for i in range(3):
+            for t in range(5):
+                column = sorted(float(v) for v in s[i, :, t])
+                expected = [column[round((n_samples - 1) * level)] for level in LEVELS]
+                assert got[i, :, t].tolist() == expected
+        # every value is one of the samples (no interpolation)
+        assert np.all((got[:, :, None, :] == s[:, None, :, :]).any(axis=2))
 
 
 def test_quantiles_from_samples_rejects_bad_input():
@@ -118,8 +129,15 @@ def test_mase_seasonal_lag_and_fallback():
     assert seasonal_error(hist, 2) == 1.0
     assert mase([[7.0]], [[5.0]], [hist], season=2) == 2.0
     short = np.array([1.0, 2.0, 4.0])
-    assert seasonal_error(short, 12) == 1.5  # s >= len -> s = 1
-    assert seasonal_error(short, 3) == 1.5
+    assert seasonal_error(short, 12) == 1.5  # s > len -> s = 1 (gluonts)
+    assert seasonal_error(short, 4) == 1.5
+    assert math.isnan(seasonal_error(short, 3))  # s == len: no seasonal pair (gluonts masks it)
+    assert seasonal_error(short, 2) == 3.0
+    assert mase([[7.0], [4.0]], [[5.0], [5.0]], [hist, short], season=3) == pytest.approx(
+        2.0 / seasonal_error(hist, 3)
+    )  # the one-season history is skipped
+    with pytest.raises(ValueError, match="season"):
+        seasonal_error(short, 0)
     assert seasonal_error(np.array([1.0, np.nan, 3.0, 6.0]), 1) == 3.0  # NaN pairs dropped
 
 

@@ -1,10 +1,25 @@
 """Forecast metrics of the wavetoken pipeline (docs/papers/wavetoken.md, "Metrics").
 
-- WQL: gluonts ``MeanWeightedSumQuantileLoss`` — sums over the whole dataset, then the mean
-  over quantile levels; quantiles are empirical quantiles of the sample paths.
-- MASE: per-series mean |y - median| / seasonal error of that series' history (gluonts
-  ``seasonal_error``), averaged over series.
-- ``seasonality``: gluonts ``get_seasonality`` mapping of pandas frequency strings.
+WQL and MASE are gluonts' (0.17, ``gluonts.model.evaluation.evaluate_forecasts`` with
+``MeanWeightedSumQuantileLoss`` and ``MASE()``, as the Chronos benchmark scores them), and equal
+them to float rounding (tests/pipelines/wavetoken/test_peer_gluonts.py asserts 1e-6 relative on
+random sample forecasts, real datasets and short histories):
+
+- quantiles: the sample paths' order statistics as gluonts' ``SampleForecast.quantile`` picks
+  them (rank ``round((S - 1) q)`` of the sorted samples, no interpolation);
+- WQL: ``MeanWeightedSumQuantileLoss`` — per level 2 sum |(y - y_q)(1{y <= y_q} - q)| / sum |y|,
+  both sums over the whole dataset, then the mean over the levels;
+- MASE: ``MASE()`` — the mean over every (series, step) of |y - median| / seasonal error of that
+  series' whole history (``gluonts.ev.ts_stats.seasonal_error``: lag s, or 1 when s exceeds the
+  history length; NaN pairs masked). gluonts masks the entries of a series whose seasonal error
+  is zero or undefined (history of length s or 1); :func:`mase` skips those series, the same
+  value. With one horizon for all series this is the mean over series of per-series ratios;
+- ``seasonality``: gluonts ``get_seasonality`` of pandas frequency strings.
+
+Not covered by the equality: NaN targets or forecasts (gluonts masks NaN labels; these functions
+reject them — the pipeline's evaluation sets have none), and datasets on which every series is
+skipped or sum |y| = 0 (NaN with a warning here, NaN or inf in gluonts).
+
 - Aggregation: geometric mean of per-dataset ratios to seasonal naive (Chronos
   ``scripts/evaluation/agg-relative-score.py``) and average rank.
 """
@@ -79,14 +94,19 @@ def _finite_array(values: npt.ArrayLike, name: str, ndim: int) -> FloatArray:
 def quantiles_from_samples(
     samples: npt.ArrayLike, levels: Sequence[float] = QUANTILE_LEVELS
 ) -> FloatArray:
-    """Empirical quantiles of sample paths: samples [n, S, H] -> quantiles [n, Q, H].
+    """Sample quantiles of sample paths as gluonts' ``SampleForecast.quantile`` takes them:
+    samples [n, S, H] -> quantiles [n, Q, H].
 
-    numpy's default ("linear", type 7) interpolation between order statistics, as Chronos'
-    ``np.quantile`` / ``torch.quantile`` over the sample axis.
+    The quantile at level q is the order statistic of rank ``round((S - 1) q)`` (numpy's
+    round-half-to-even) of each step's S sorted samples, with no interpolation between order
+    statistics. This is what the Chronos evaluation scores (its forecasts are gluonts
+    ``SampleForecast`` objects), so WQL and MASE here equal gluonts' on the same samples.
     """
     x = _finite_array(samples, "samples", 3)
     q = _levels(levels)
-    return np.moveaxis(np.quantile(x, q, axis=1, method="linear"), 0, 1)
+    n_samples = x.shape[1]
+    ranks = np.array([int(np.round((n_samples - 1) * level)) for level in q], dtype=np.int64)
+    return np.sort(x, axis=1)[:, ranks, :]
 
 
 def weighted_quantile_loss(
@@ -123,21 +143,29 @@ def weighted_quantile_loss(
 
 
 def effective_season(season: int, history_length: int) -> int:
-    """The seasonal lag actually used: ``season`` if shorter than the history, else 1 (gluonts
-    ``calculate_seasonal_error``; seasonal naive follows the same rule)."""
+    """The seasonal lag seasonal naive uses: ``season`` if shorter than the history, else 1.
+
+    (A history exactly one season long still repeats that season here; :func:`seasonal_error`
+    instead follows gluonts, for which that history has no seasonal pair.)
+    """
     return season if 1 <= season < history_length else 1
 
 
 def seasonal_error(history: npt.ArrayLike, season: int) -> float:
-    """mean_t |x_t - x_{t-s}| over one history (gluonts ``seasonal_error``).
+    """mean_t |x_t - x_{t-s}| over one whole history (gluonts ``ts_stats.seasonal_error``).
 
-    s >= len(history) falls back to s = 1 (gluonts ``calculate_seasonal_error``); pairs with a
-    NaN are ignored (gluonts masks invalid values). Returns NaN when no pair is left.
+    s > len(history) falls back to s = 1, as gluonts does; pairs with a NaN are ignored (gluonts
+    masks invalid values). Returns NaN when no pair is left: a history of length 1, one exactly
+    ``season`` long (gluonts: an empty mean, which it masks), or NaN in every pair.
     """
     x = np.asarray(history, dtype=np.float64).ravel()
     if np.isinf(x).any():
         raise ValueError("history contains ±inf")
-    s = effective_season(int(season), x.size)
+    s = int(season)
+    if s < 1:
+        raise ValueError(f"season must be a positive integer, got {season!r}")
+    if s > x.size:
+        s = 1
     if x.size <= s:
         return float("nan")
     diffs = np.abs(x[s:] - x[:-s])
@@ -151,16 +179,17 @@ def mase(
     histories: Sequence[npt.ArrayLike],
     season: int,
 ) -> float:
-    """Dataset MASE = mean over series of mean|y - median| / seasonal error (gluonts).
+    """Dataset MASE = mean over series of mean|y - median| / seasonal error (gluonts ``MASE()``).
 
-    Series whose seasonal error is zero or undefined (history shorter than 2) are skipped with a
-    log message; if every series is skipped the result is NaN with a warning.
+    Series whose seasonal error is zero or undefined (see :func:`seasonal_error`) are skipped
+    with a log message, as gluonts masks their entries; if every series is skipped the result is
+    NaN with a warning.
 
     Args:
         y: targets [n, H].
         median: point (median) forecasts [n, H].
         histories: n 1-D arrays, the observed history before each target window.
-        season: seasonal lag s >= 1 (see :func:`seasonality`); s >= len(history) -> s = 1.
+        season: seasonal lag s >= 1 (see :func:`seasonality`); s > len(history) -> s = 1.
     """
     target = _finite_array(y, "y", 2)
     point = _finite_array(median, "median", 2)
