@@ -41,22 +41,26 @@ def _entry(partition: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ data
-def load_real_series(params: dict[str, Any]) -> pd.DataFrame:
-    """The real series shipped inside packages (docs/papers/wavetoken.md, "Data"), one row per point."""
+def load_real_series(params: dict[str, Any],
+                     user_series: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The real series, one row per point: the shipped datasets (docs/papers/wavetoken.md,
+    "Data") and any a user names (:mod:`icml25.pipelines.wavetoken.user_data`: a file in
+    ``wavetoken.user_series`` or a loader in ``wavetoken.data.datasets``)."""
     from icml25.pipelines.wavetoken.frames import series_to_frame
-    from icml25.pipelines.wavetoken.real_data import load_datasets
+    from icml25.pipelines.wavetoken.user_data import load_named_datasets
     p = _params(params)
-    datasets = load_datasets([*p.data.in_domain, *p.data.zero_shot])
+    names = [(n, "in_domain") for n in p.data.in_domain]
+    names += [(n, "zero_shot") for n in p.data.zero_shot]
+    datasets = load_named_datasets(names, p.data.datasets, user_series)
     rows = []
     for ds in datasets:
-        role = "in_domain" if ds.name in p.data.in_domain else "zero_shot"
         series = ds.series[: p.data.max_series_per_dataset]
         frame = series_to_frame({ds.name: series})
-        frame["role"], frame["freq"] = role, ds.freq
+        frame["role"], frame["freq"] = ds.role, ds.freq
         frame["horizon"], frame["season"] = ds.horizon, ds.season
         rows.append(frame)
         logger.info("wavetoken data: %s (%s) %d series, H=%d, season=%d",
-                    ds.name, role, len(series), ds.horizon, ds.season)
+                    ds.name, ds.role, len(series), ds.horizon, ds.season)
     return pd.concat(rows, ignore_index=True)
 
 

@@ -5,7 +5,7 @@ Every choice the paper leaves unconfirmed (docs/papers/wavetoken.md) is a parame
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -22,10 +22,37 @@ ABLATIONS = "ablations"
 STAT_BASELINES = ("seasonal_naive", "naive", "auto_ets", "auto_arima", "auto_theta")
 
 
+class DatasetSpec(ParamsModel):
+    """``wavetoken.data.datasets.<name>``: where a named dataset comes from and its calendar
+    (:mod:`icml25.pipelines.wavetoken.user_data`); every field may be left out."""
+
+    loader: str | None = None       # "module:attribute" of an installed package
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    freq: str | None = None         # pandas frequency; inferred from timestamps if None
+    horizon: int | None = Field(default=None, gt=0)
+    season: int | None = Field(default=None, gt=0)
+    columns: list[str] | None = None  # a wide table's series columns
+    item_id: str = "item_id"
+    timestamp: str = "timestamp"
+    target: str = "target"
+
+    @field_validator("freq")
+    @classmethod
+    def _freq(cls, freq: str | None) -> str | None:
+        if freq is not None:
+            import pandas as pd
+            try:
+                pd.tseries.frequencies.to_offset(freq)
+            except ValueError as err:
+                raise ValueError(f"freq {freq!r} is not a pandas frequency string") from err
+        return freq
+
+
 class DataParams(ParamsModel):
     in_domain: list[str] = Field(min_length=1)
     zero_shot: list[str] = Field(min_length=1)
     max_series_per_dataset: int | None = Field(default=None, gt=0)
+    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _disjoint(self) -> DataParams:

@@ -45,8 +45,8 @@ def _shard_nodes(variant: str, shard: int, n_shards: int) -> list:
 def create_pipeline(**kwargs) -> Pipeline:
     ns = "wavetoken"
     data = [
-        node(nodes.load_real_series, P, "wavetoken.real_series", name="load_real_series",
-             namespace=ns),
+        node(nodes.load_real_series, [P, "wavetoken.user_series"], "wavetoken.real_series",
+             name="load_real_series", namespace=ns),
         node(nodes.generate_kernelsynth, P, "wavetoken.kernelsynth",
              name="generate_kernelsynth", namespace=ns),
         node(nodes.generate_stress_sets, P, "wavetoken.stress_sets",
