@@ -255,3 +255,24 @@ def test_values_beyond_float32_range_raise():
         tok.context_input([[1.0, 1e39]])
     with pytest.raises(ValueError, match="overflows float32"):
         tok.context_input([[3e38, 3e38, 3e38]])
+
+
+@pytest.mark.parametrize(("vocab_size", "limits"), [(4096, (-15.0, 15.0)), (1024, (-15.0, 15.0)),
+                                                    (5, (-1.0, 3.0)), (300, (-0.5, 7.0))])
+def test_quantize_equals_searchsorted_on_edges_and_extremes(vocab_size, limits):
+    """The guessed-and-corrected bucket equals a binary search on every float32 input class."""
+    tok = MeanScaleUniformBins(vocab_size=vocab_size, limits=limits)
+    rng = np.random.default_rng(vocab_size)
+    b = tok.boundaries
+    values = np.concatenate([
+        rng.normal(size=50_000) * 6, rng.standard_cauchy(20_000) * 10, b, tok.centres,
+        np.nextafter(b, np.float32(np.inf)), np.nextafter(b, np.float32(-np.inf)),
+        [np.nan, np.inf, -np.inf, 1e30, -1e30, 3e38, -3e38, 1e20, -1e20, 0.0, -0.0],
+    ]).astype(np.float32)
+    expected = np.clip(np.searchsorted(b, values, side="right") + 2, 0, vocab_size - 1)
+    got = tok.quantize(values)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(tok.quantize(values[:700].reshape(100, 7)),
+                                  expected[:700].reshape(100, 7))
+    assert tok.quantize(values[0]).shape == () and tok.quantize(values[0]) == expected[0]
