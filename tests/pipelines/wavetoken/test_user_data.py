@@ -149,11 +149,11 @@ def test_loader_specs_and_frequencies_are_checked():
 
 def test_a_user_file_in_the_catalog_folder_reaches_the_evaluation_sets(kedro_project,
                                                                        run_pipeline):
-    """`kedro run` with a CSV dropped into the test tree's 01_raw/wavetoken/user and its name in the
+    """`kedro run` with a CSV dropped into the test tree's 01_raw/user/wavetoken and its name in the
     zero-shot list: the series becomes a test window like every shipped dataset's."""
     from icml25.pipelines.wavetoken.frames import frame_to_eval_sets
 
-    folder = kedro_project / "data/01_raw/wavetoken/user"
+    folder = kedro_project / "data/01_raw/user/wavetoken"
     folder.mkdir(parents=True, exist_ok=True)
     y = 100 + 10 * np.sin(np.arange(90) * 2 * np.pi / 12)
     _long({"store_1": y, "store_2": 2 * y}, "MS").to_csv(folder / "my_sales.csv", index=False)

@@ -9,7 +9,7 @@ A name in ``wavetoken.data.in_domain`` or ``wavetoken.data.zero_shot`` is resolv
    ``pandas.Series``, a 1-D array (one series), a 2-D array (one series per row), a list of
    1-D arrays, or a statsmodels ``Dataset`` (its ``data`` table).
 2. A file ``<name>.parquet`` or ``<name>.csv`` in the catalog entry ``wavetoken.user_series``
-   (by default ``data/01_raw/wavetoken/user/``, per environment): a long table with columns
+   (by default ``data/01_raw/user/wavetoken/``, per environment): a long table with columns
    ``item_id``, ``timestamp``, ``target`` (other names through ``item_id``/``timestamp``/
    ``target`` in the dataset's entry).
 3. The package-shipped datasets of :mod:`icml25.pipelines.wavetoken.real_data`.
