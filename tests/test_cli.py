@@ -1,6 +1,7 @@
 """``kedro run`` refuses bad input before any node runs, in one line (icml25.cli, icml25.preflight),
-logs node progress without a line per dataset (conf/logging.yml), and the pipeline registry loads
-no heavy library."""
+logs node progress without a line per dataset (conf/logging.yml), and starts without loading what
+it does not use: the pipeline registry loads no heavy library, the project settings neither MLflow
+nor kedro-mlflow, and kedro-mlflow's hook builds only the datasets that can be its metrics."""
 
 from __future__ import annotations
 
@@ -66,6 +67,119 @@ def test_a_lazy_module_imports_on_first_attribute_and_resolves_annotations():
     )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "Fraction", "1/6", "True"]
+
+
+def test_project_settings_import_neither_mlflow_nor_kedro_mlflow_until_hooks_are_registered():
+    """Kedro reads settings.py for every command; its hooks (kedro-mlflow's among them) are built
+    when a session registers them: the same hooks, in the same order, as before."""
+    code = (
+        "import json, sys\n"
+        "from kedro.framework.hooks.manager import _create_hook_manager, _register_hooks\n"
+        "import icml25.settings as settings\n"
+        "at_import = [m for m in ('mlflow', 'kedro_mlflow', 'torch', 'pandas') if m in sys.modules]\n"
+        "built_at_import = settings.HOOKS.built\n"
+        "manager = _create_hook_manager()\n"
+        "_register_hooks(manager, settings.HOOKS)\n"
+        "from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook\n"
+        "import icml25.hooks as hooks\n"
+        "print(json.dumps({'at_import': at_import, 'built_at_import': built_at_import,\n"
+        "    'registered': [type(h).__name__ for h in settings.HOOKS\n"
+        "                   if manager.is_registered(h)],\n"
+        "    'mlflow_hooks': [type(h).__qualname__ for h in settings.HOOKS\n"
+        "                     if isinstance(h, MlflowHook)],\n"
+        "    'same_class': type(settings.HOOKS[5]) is hooks.MlflowParamsOnceHook,\n"
+        "    'same_instances': list(settings.HOOKS) == list(settings.HOOKS)}))\n"
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PROJECT_ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["at_import"] == [] and result["built_at_import"] is False
+    assert result["registered"] == [
+        "RunInfoHook", "PipelineExperimentHook", "ParameterValidationHook", "DistributedRankHook",
+        "DaskConfigHook", "MlflowParamsOnceHook", "ConfigCheckHook", "OutputFolderCheckHook",
+        "CredentialsCheckHook"]
+    assert result["mlflow_hooks"] == ["MlflowParamsOnceHook"]
+    assert result["same_class"] and result["same_instances"]
+
+
+def test_deferred_hooks_build_once_in_order_and_concatenate():
+    from icml25.hooks import DeferredHooks
+
+    calls = []
+    a, b, c = object(), object(), object()
+    first = DeferredHooks(lambda: calls.append("first") or (a, b))
+    both = (c,) + first + (c,)  # noqa: RUF005 (unpacking `first` would build it)
+    assert bool(first) and calls == []  # truthiness builds nothing (Kedro's settings loader)
+    assert list(both) == [c, a, b, c] and calls == ["first"]
+    assert list(first) == [a, b] and len(first) == 2 and first[-1] is b and calls == ["first"]
+    assert first.built and "DeferredHooks((" in repr(first)
+
+
+METRIC_CATALOG = {
+    "metric": {"type": "kedro_mlflow.io.metrics.MlflowMetricDataset"},
+    "metric_keyed": {"type": "kedro_mlflow.io.metrics.MlflowMetricDataset", "key": "own"},
+    "history": {"type": "kedro_mlflow.io.metrics.MlflowMetricHistoryDataset"},
+    "histories": {"type": "kedro_mlflow.io.metrics.MlflowMetricsHistoryDataset"},
+    "table": {"type": "pandas.CSVDataset", "filepath": "t.csv"},
+    "figure": {"type": "kedro_mlflow.io.artifacts.MlflowArtifactDataset",
+               "dataset": {"type": "matplotlib.MatplotlibDataset", "filepath": "f.png"}},
+    "memory": {"type": "MemoryDataset"},
+    "own_type": {"type": "icml25.core.datasets.AtomicJSONDataset", "filepath": "o.json"},
+}
+
+
+def test_metric_datasets_are_named_as_kedro_mlflow_names_them_without_building_the_rest(
+        tmp_path):
+    """The project's kedro-mlflow hook gives each key-less metric dataset its catalog name exactly
+    as kedro-mlflow's own hook does; the datasets whose type cannot be a metric dataset (here
+    pandas, matplotlib through an artifact, kedro's MemoryDataset) are left unbuilt."""
+    from kedro.io import DataCatalog
+    from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook
+
+    from icml25.hooks import MlflowParamsOnceHook
+
+    def catalog() -> DataCatalog:
+        config = {name: {k: (str(tmp_path / v) if k == "filepath" else v)
+                         for k, v in entry.items()} for name, entry in METRIC_CATALOG.items()}
+        config["figure"]["dataset"] = {**config["figure"]["dataset"],
+                                       "filepath": str(tmp_path / "f.png")}
+        return DataCatalog.from_config(config)
+
+    def named(c: DataCatalog) -> dict[str, tuple[str | None, str | None]]:
+        return {n: (getattr(c[n], "key", None), getattr(c[n], "_prefix", None))
+                for n in ("metric", "metric_keyed", "history", "histories")}
+
+    ours, theirs = catalog(), catalog()
+    args = {"conf_catalog": {}, "conf_creds": {}, "parameters": {}, "save_version": None,
+            "load_versions": {}}
+    MlflowParamsOnceHook().after_catalog_created(catalog=ours, **args)
+    MlflowHook().after_catalog_created(catalog=theirs, **args)
+    assert named(ours) == named(theirs) == {
+        "metric": ("metric", None), "metric_keyed": ("own", None),
+        "history": ("history", None), "histories": (None, "histories")}
+    # DataCatalog keeps entries it has not built in _lazy_datasets (kedro 1.x)
+    assert set(ours._lazy_datasets) == {"table", "figure", "memory"}
+    assert set(theirs._lazy_datasets) == set()
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"type": "pandas.CSVDataset"}, True),
+    ({"type": "kedro_datasets.json.JSONDataset"}, True),
+    ({"type": "MemoryDataset"}, True),
+    ({"type": "kedro.io.CachedDataset", "dataset": {"type": "MemoryDataset"}}, True),
+    ({"type": "kedro_mlflow.io.artifacts.MlflowArtifactDataset",
+      "dataset": "matplotlib.MatplotlibDataset"}, True),
+    ({"type": "kedro_mlflow.io.artifacts.MlflowArtifactDataset",
+      "dataset": {"type": "icml25.core.datasets.AtomicJSONDataset"}}, False),
+    ({"type": "kedro_mlflow.io.metrics.MlflowMetricDataset"}, False),
+    ({"type": "icml25.core.datasets.ArrayTreeDataset"}, False),
+    ({"type": "no_such_package.Dataset"}, False),
+    ({"filepath": "no type"}, False),
+])
+def test_which_dataset_types_cannot_be_kedro_mlflow_metric_datasets(config, expected):
+    from icml25.hooks import cannot_be_a_metric_dataset
+
+    assert cannot_be_a_metric_dataset(config) is expected
 
 
 # --------------------------------------------------------------------------- the checks

@@ -1,27 +1,40 @@
 """Project hooks: run metadata, one MLflow experiment per pipeline (tagged for MLflow 3's
 model-training view) with runs closed as FINISHED, FAILED or KILLED, parameter validation,
 rank-0-only writing under torchrun, the Dask cluster settings, and kedro-mlflow's hook with
-parameters logged once per run."""
+parameters logged once per run.
+
+Kedro imports this module (through ``settings.py``) wherever it configures the project, so it
+imports neither MLflow nor kedro-mlflow (1 s of ``import icml25.settings``): ``mlflow`` is bound
+on first use (:func:`icml25.core.lazy_import.lazy_module`), and :class:`MlflowParamsOnceHook`, a
+subclass of kedro-mlflow's hook, is defined on first access. :data:`HOOKS` is a
+:class:`DeferredHooks`: Kedro reads its items when a session registers its hooks, and only then
+is kedro-mlflow's hook built. (A ``kedro`` command imports MLflow all the same: kedro-mlflow's
+CLI plugin, which Kedro loads for every command of a project, imports it at its top.)
+"""
 
 from __future__ import annotations
 
 import atexit
 import datetime as dt
+import importlib.util
 import logging
 import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import mlflow
 from kedro.config import MissingConfigException
 from kedro.framework.context import KedroContext
 from kedro.framework.hooks import hook_impl
 from kedro.io import DataCatalog
 from kedro.pipeline import Pipeline
-from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook
 
+from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.tracking import COMMIT_TAG, ENV_TAG, tag_experiment_kind
+
+mlflow = lazy_module("mlflow")
 
 logger = logging.getLogger(__name__)
 
@@ -264,31 +277,179 @@ class DistributedRankHook:
             self._scratch = None
 
 
-class MlflowParamsOnceHook(MlflowHook):
-    """kedro-mlflow's hook, logging each node parameter once per run instead of once per node.
+#: Packages that do not depend on kedro-mlflow, so none of their dataset types is one of its
+#: metric datasets (or a subclass of one).
+_WITHOUT_KEDRO_MLFLOW = ("kedro.io", "kedro_datasets")
+#: kedro's own prefixes for a short dataset ``type`` (``pandas.CSVDataset``), tried in this order.
+_TYPE_PREFIXES = ("kedro.io.", "kedro_datasets.", "")
+#: kedro-mlflow's artifact wrapper, as its package exports it and where it is defined.
+_ARTIFACT_DATASET = ("kedro_mlflow.io.artifacts.MlflowArtifactDataset",
+                     "kedro_mlflow.io.artifacts.mlflow_artifact_dataset.MlflowArtifactDataset")
 
-    kedro-mlflow logs every flattened ``params:`` input of every node before the node runs, one
-    MLflow call per key: 78 keys read by 20 wavetoken nodes made 1 560 calls a run. MLflow
-    parameters are immutable within a run, so after the first node the calls only repeat what is
-    stored; this subclass skips a key already logged with the same value in the same run (a key
-    logged with a *different* value still reaches MLflow, which refuses it as before).
-    Registered in place of the plugin's own instance (``DISABLE_HOOKS_FOR_PLUGINS`` in settings).
+
+def _module_of_type(kind: str) -> str | None:
+    """The module kedro loads the dataset ``type`` ``kind`` from, found without importing it;
+    ``None`` where none of kedro's candidates is a module."""
+    module = kind.rpartition(".")[0]
+    for prefix in _TYPE_PREFIXES:
+        candidate = (prefix + module).strip(".")
+        if not candidate:
+            continue
+        try:
+            if importlib.util.find_spec(candidate) is not None:
+                return candidate
+        except (ImportError, ValueError):  # a parent package that does not exist
+            continue
+    return None
+
+
+def cannot_be_a_metric_dataset(config: Any) -> bool:
+    """Whether a catalog entry's config builds a dataset that is certainly not one of
+    kedro-mlflow's metric datasets, told from its ``type`` alone (nothing is imported or built):
+    a type of kedro or kedro-datasets, or kedro-mlflow's artifact wrapper around one."""
+    if not isinstance(config, dict) or not isinstance(config.get("type"), str):
+        return False
+    kind = config["type"]
+    module = _module_of_type(kind)
+    if module is None:
+        return False
+    if any(module == p or module.startswith(p + ".") for p in _WITHOUT_KEDRO_MLFLOW):
+        return True
+    if f"{module}.{kind.rpartition('.')[2]}" in _ARTIFACT_DATASET:
+        wrapped = config.get("dataset")  # its instances are subclasses of the wrapped type
+        return cannot_be_a_metric_dataset({"type": wrapped} if isinstance(wrapped, str) else wrapped)
+    return False
+
+
+class _MetricDatasetCandidates:
+    """The catalog as kedro-mlflow's ``after_catalog_created`` sees it through
+    :class:`MlflowParamsOnceHook`: ``items()`` leaves out the entries that
+    :func:`cannot_be_a_metric_dataset`, so they stay unbuilt (kedro builds a dataset when a node
+    uses it); everything else is the catalog's own."""
+
+    def __init__(self, catalog: Any) -> None:
+        self._catalog = catalog
+
+    def items(self) -> list[tuple[str, Any]]:
+        configs = self._catalog.config_resolver.config
+        return [(name, self._catalog[name]) for name in self._catalog
+                if not cannot_be_a_metric_dataset(configs.get(name))]
+
+    def __getitem__(self, name: str) -> Any:
+        return self._catalog[name]
+
+    def __setitem__(self, name: str, dataset: Any) -> None:
+        self._catalog[name] = dataset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._catalog, name)
+
+
+@cache
+def _mlflow_params_once_hook_class() -> type:
+    """Defines :class:`MlflowParamsOnceHook` (importing kedro-mlflow, and MLflow with it)."""
+    from kedro_mlflow.framework.hooks.mlflow_hook import MlflowHook
+
+    class MlflowParamsOnceHook(MlflowHook):
+        """kedro-mlflow's hook, logging each node parameter once per run instead of once per
+        node.
+
+        kedro-mlflow logs every flattened ``params:`` input of every node before the node runs,
+        one MLflow call per key: 78 keys read by 20 wavetoken nodes made 1 560 calls a run.
+        MLflow parameters are immutable within a run, so after the first node the calls only
+        repeat what is stored; this subclass skips a key already logged with the same value in
+        the same run (a key logged with a *different* value still reaches MLflow, which refuses
+        it as before). Registered in place of the plugin's own instance
+        (``DISABLE_HOOKS_FOR_PLUGINS`` in settings).
+
+        After the catalog is created kedro-mlflow names each of its metric datasets that has no
+        key after its catalog entry, looking at every dataset of the catalog, which builds all
+        of them: building the matplotlib ones imports pyplot (0.2-0.4 s of every ``kedro run``,
+        whichever pipeline runs). Here it looks at the same datasets except those whose type
+        cannot be a metric dataset (:func:`cannot_be_a_metric_dataset`), which stay unbuilt.
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._logged: dict[str, str] = {}
+            self._logged_run: str | None = None
+
+        def _log_param(self, name: str, value: Any) -> None:
+            if self.run_id != self._logged_run:
+                self._logged, self._logged_run = {}, self.run_id
+            text = str(value)
+            if self._logged.get(name) == text:
+                return None
+            super()._log_param(name, value)
+            self._logged[name] = text
+            return None
+
+        @hook_impl
+        def after_catalog_created(
+            self, catalog: Any, conf_catalog: dict[str, Any], conf_creds: dict[str, Any],
+            parameters: dict[str, Any], save_version: str, load_versions: dict[str, str],
+        ) -> None:
+            super().after_catalog_created(
+                _MetricDatasetCandidates(catalog), conf_catalog, conf_creds, parameters,
+                save_version, load_versions)
+
+    # pickled, and shown, as icml25.hooks.MlflowParamsOnceHook (the module attribute below)
+    MlflowParamsOnceHook.__module__ = __name__
+    MlflowParamsOnceHook.__qualname__ = "MlflowParamsOnceHook"
+    return MlflowParamsOnceHook
+
+
+def __getattr__(name: str) -> Any:
+    # MlflowParamsOnceHook subclasses kedro-mlflow's hook: defined when first asked for
+    if name == "MlflowParamsOnceHook":
+        return _mlflow_params_once_hook_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class DeferredHooks(Sequence):
+    """A tuple of hook instances built the first time an item is read, then kept.
+
+    Kedro reads ``settings.HOOKS`` only when a session registers its hooks (iterating it), so
+    what ``build`` imports (kedro-mlflow, MLflow) is imported by the commands that run a
+    session, not by ``kedro registry list``. ``a + b`` (either a :class:`DeferredHooks` or a
+    tuple of hooks) is a :class:`DeferredHooks` too, built in that order; unpacking one into a
+    tuple (``(*HOOKS, ...)``) builds it. ``bool()`` does not (Kedro's settings loader asks it):
+    like a plain object, a :class:`DeferredHooks` is always true.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._logged: dict[str, str] = {}
-        self._logged_run: str | None = None
+    def __init__(self, build: Callable[[], Iterable[object]]) -> None:
+        self._build: Callable[[], Iterable[object]] | None = build
+        self._hooks: tuple[object, ...] = ()
 
-    def _log_param(self, name: str, value: Any) -> None:
-        if self.run_id != self._logged_run:
-            self._logged, self._logged_run = {}, self.run_id
-        text = str(value)
-        if self._logged.get(name) == text:
-            return None
-        super()._log_param(name, value)
-        self._logged[name] = text
-        return None
+    def _built(self) -> tuple[object, ...]:
+        if self._build is not None:
+            self._hooks, self._build = tuple(self._build()), None
+        return self._hooks
+
+    @property
+    def built(self) -> bool:
+        """Whether the hook instances exist yet."""
+        return self._build is None
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._built()[index]
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __add__(self, other: Iterable[object]) -> DeferredHooks:
+        return DeferredHooks(lambda: (*self, *other))
+
+    def __radd__(self, other: Iterable[object]) -> DeferredHooks:
+        return DeferredHooks(lambda: (*other, *self))
+
+    def __repr__(self) -> str:
+        if not self.built:
+            return "DeferredHooks(<not built yet>)"
+        return f"DeferredHooks({self._hooks!r})"
 
 
 class DaskConfigHook:
@@ -306,7 +467,7 @@ class DaskConfigHook:
         configure(config)
 
 
-HOOKS = (
+HOOKS = DeferredHooks(lambda: (
     RunInfoHook(), PipelineExperimentHook(), ParameterValidationHook(), DistributedRankHook(),
-    DaskConfigHook(), MlflowParamsOnceHook(),
-)
+    DaskConfigHook(), _mlflow_params_once_hook_class()(),
+))

@@ -6,11 +6,14 @@ from icml25.core.credentials import CREDENTIALS_HOOKS
 from icml25.hooks import HOOKS as PROJECT_HOOKS
 from icml25.preflight import PREFLIGHT_HOOKS
 
+# Built when a session registers its hooks (icml25.hooks.DeferredHooks), so that this module, read
+# by every `kedro` command, imports neither kedro-mlflow nor MLflow: add hooks with `+`, since
+# unpacking HOOKS into a tuple would build them here.
 HOOKS = PROJECT_HOOKS
 # start-of-run checks (--env, --params namespaces, writable outputs) after the project's hooks
-HOOKS = (*HOOKS, *PREFLIGHT_HOOKS)
+HOOKS = HOOKS + PREFLIGHT_HOOKS
 # a malformed conf/<env>/credentials.yml is refused in one line before the catalog is built
-HOOKS = (*HOOKS, *CREDENTIALS_HOOKS)
+HOOKS = HOOKS + CREDENTIALS_HOOKS
 # kedro-mlflow's hook runs as icml25.hooks.MlflowParamsOnceHook (same behaviour, fewer calls)
 DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow",)
 

@@ -24,10 +24,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import mlflow
 import numpy as np
 
 from icml25.core.claims import verdict_counts
+from icml25.core.lazy_import import lazy_module
+
+# imported on first use: icml25.hooks, read by every `kedro` command, imports the tag names below
+mlflow = lazy_module("mlflow")
 
 logger = logging.getLogger(__name__)
 
