@@ -5,6 +5,8 @@ Every ``kedro`` command inside the project imports the pipeline registry, i.e. e
 are used (icml25.core.lazy_import), so that cost stays small. Measured here, each in a fresh
 interpreter on a temp copy of the project:
 
+- importing ``icml25.settings`` (what Kedro reads to configure the project: MLflow and
+  kedro-mlflow are imported only when a session registers its hooks);
 - importing ``icml25.pipeline_registry`` and calling ``register_pipelines()``;
 - ``kedro registry list``;
 - ``kedro run --pipeline=report --env=test``: the seconds until its first node starts
@@ -12,14 +14,19 @@ interpreter on a temp copy of the project:
   its tables) and on the store the first run left.
 
 Wall times depend on the machine's load, which ``extra_info`` records next to them
-(``os.getloadavg``). ``ICML25_BENCH_SRC=/path/to/src`` measures another checkout's sources
-with the same libraries, e.g. the code before a change (``git archive <commit> src | tar -x``).
+(``os.getloadavg``), with the CPU seconds of the measured processes (``cpu_s``, user + system,
+less sensitive to the load than wall times). ``kedro registry list`` and ``kedro run`` import
+MLflow whatever the project does: kedro-mlflow's CLI plugin, which Kedro loads for every
+command of a project, imports it at its top. ``ICML25_BENCH_SRC=/path/to/src`` measures another
+checkout's sources with the same libraries, e.g. the code before a change
+(``git archive <commit> src | tar -x``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -46,6 +53,45 @@ def _info(benchmark, **extra: object) -> None:
     benchmark.extra_info["src"] = os.environ.get("ICML25_BENCH_SRC", "installed icml25")
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _CpuPerRound:
+    """CPU seconds of the subprocesses of each round: ``with cpu: ...``, then ``cpu.rounds``."""
+
+    def __init__(self) -> None:
+        self.rounds: list[float] = []
+
+    def __enter__(self) -> None:
+        self._start = _children_cpu()
+
+    def __exit__(self, *exc: object) -> None:
+        self.rounds.append(round(_children_cpu() - self._start, 3))
+
+
+@pytest.mark.benchmark(group="start-up")
+def test_settings_import(benchmark):
+    code = (
+        "import json, sys\n"
+        "import icml25.settings\n"
+        f"print(json.dumps([m for m in {(*HEAVY, 'kedro_mlflow')!r} if m in sys.modules]))\n"
+    )
+    loaded: list[list[str]] = []
+    cpu = _CpuPerRound()
+
+    def settings() -> None:
+        with cpu:
+            out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
+                                 check=True, env=_env())
+        loaded.append(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    benchmark.pedantic(settings, rounds=3, iterations=1)
+    _info(benchmark, heavy_libraries_imported=loaded[-1], cpu_s=cpu.rounds)
+
+
 @pytest.mark.benchmark(group="start-up")
 def test_registry_import_and_register(benchmark):
     code = (
@@ -55,32 +101,38 @@ def test_registry_import_and_register(benchmark):
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
     )
     loaded: list[list[str]] = []
+    cpu = _CpuPerRound()
 
     def register() -> None:
-        out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True,
-                             env=_env())
+        with cpu:
+            out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
+                                 check=True, env=_env())
         loaded.append(json.loads(out.stdout.strip().splitlines()[-1]))
 
     benchmark.pedantic(register, rounds=3, iterations=1)
-    _info(benchmark, heavy_libraries_imported=loaded[-1])
+    _info(benchmark, heavy_libraries_imported=loaded[-1], cpu_s=cpu.rounds)
 
 
 @pytest.mark.benchmark(group="start-up")
 def test_kedro_registry_list(benchmark, kedro_project):
     listed: list[str] = []
+    cpu = _CpuPerRound()
 
     def registry_list() -> None:
-        out = subprocess.run([KEDRO, "registry", "list"], cwd=kedro_project, env=_env(),
-                             capture_output=True, text=True, check=True)
+        with cpu:
+            out = subprocess.run([KEDRO, "registry", "list"], cwd=kedro_project, env=_env(),
+                                 capture_output=True, text=True, check=True)
         listed[:] = [line[2:] for line in out.stdout.splitlines() if line.startswith("- ")]
 
     benchmark.pedantic(registry_list, rounds=3, iterations=1)
-    _info(benchmark, pipelines_listed=len(listed))
+    _info(benchmark, pipelines_listed=len(listed), cpu_s=cpu.rounds)
     assert "report" in listed and "__default__" in listed
 
 
-def _run_report(project: Path) -> tuple[float | None, float]:
-    """``kedro run --pipeline=report --env=test``: (seconds to its first node, seconds in all)."""
+def _run_report(project: Path) -> tuple[float | None, float, float]:
+    """``kedro run --pipeline=report --env=test``: (seconds to its first node, seconds in all,
+    CPU seconds in all)."""
+    cpu = _children_cpu()
     start = time.perf_counter()
     first = None
     proc = subprocess.Popen([KEDRO, "run", "--pipeline=report", "--env=test"], cwd=project,
@@ -95,12 +147,12 @@ def _run_report(project: Path) -> tuple[float | None, float]:
     status = proc.wait()
     total = time.perf_counter() - start
     assert status == 0, "".join(lines[-40:])
-    return first, total
+    return first, total, round(_children_cpu() - cpu, 3)
 
 
 @pytest.mark.benchmark(group="start-up")
 def test_kedro_run_report_until_its_first_node(benchmark, kedro_project):
-    runs: dict[str, tuple[float | None, float]] = {}
+    runs: dict[str, tuple[float | None, float, float]] = {}
 
     def cold_then_warm() -> None:
         runs["fresh_store"] = _run_report(kedro_project)
@@ -110,6 +162,8 @@ def test_kedro_run_report_until_its_first_node(benchmark, kedro_project):
     _info(benchmark,
           first_node_s_fresh_mlflow_store=runs["fresh_store"][0],
           total_s_fresh_mlflow_store=runs["fresh_store"][1],
+          cpu_s_fresh_mlflow_store=runs["fresh_store"][2],
           first_node_s_existing_mlflow_store=runs["existing_store"][0],
-          total_s_existing_mlflow_store=runs["existing_store"][1])
+          total_s_existing_mlflow_store=runs["existing_store"][1],
+          cpu_s_existing_mlflow_store=runs["existing_store"][2])
     assert runs["existing_store"][0] is not None, "no 'Running node' line in the log"
