@@ -69,6 +69,11 @@ def test_wavetoken_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert bound["verdict"] == "holds" and bound["method_value"] <= 1.0
 
     assert {p.name for p in (out / "figures").iterdir()} == {"sparse_spikes.png", "chirps.png"}
+    # conf/test's one ablation runs both seeds; no pretrained checkpoint: no such row
+    assert len(metrics["per_seed"]["wavetoken_haar"]["agg_rel_wql_real"]) == 2
+    assert "chronos_pretrained" not in metrics["metrics"]
+    assert pd.read_parquet(kedro_project / "data/07_model_output/wavetoken/"
+                           "pretrained_forecasts.parquet").empty
     models = kedro_project / "data/06_models/wavetoken"
     # conf/test's two seeds over the default three seed shards: one seed per shard node, the
     # third shard empty

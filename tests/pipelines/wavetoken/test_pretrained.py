@@ -216,3 +216,22 @@ def test_missing_and_corrupt_weights(checkpoint, tmp_path):
     (corrupt / "model.safetensors").write_bytes(b"\x00" * 64)
     with pytest.raises(ValueError, match=r"corrupt.*weights could not be loaded"):
         load_chronos_checkpoint(corrupt)
+
+
+def test_a_local_checkpoint_is_a_zero_shot_row_of_the_pipeline(checkpoint, kedro_project,
+                                                                run_pipeline):
+    """`wavetoken.pretrained.path` set: the checkpoint forecasts every test window and is scored
+    like every variant (its own context length 24 and blocks of 8, the run's sampling)."""
+    import pandas as pd
+
+    run_pipeline("wavetoken", params={"wavetoken": {"pretrained": {"path": str(checkpoint),
+                                                                   "name": "tiny_chronos"}}})
+    out = kedro_project / "data/08_reporting/wavetoken"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert np.isfinite(metrics["metrics"]["tiny_chronos"]["agg_rel_wql_real"])
+    scores = pd.read_csv(out / "scores.csv")
+    mine = scores[scores["variant"] == "tiny_chronos"]
+    assert set(mine["dataset"]) == set(scores.loc[scores["variant"] == "wavetoken", "dataset"])
+    forecasts = pd.read_parquet(
+        kedro_project / "data/07_model_output/wavetoken/pretrained_forecasts.parquet")
+    assert set(forecasts["variant"]) == {"tiny_chronos"} and (forecasts["seed"] == 0).all()

@@ -237,11 +237,51 @@ def forecast_variant(
             bar.update()
     bar.close()
     if not frames:  # a seed shard with no seed
-        return pd.DataFrame({"variant": pd.Series(dtype=object), "seed": pd.Series(dtype="int64"),
-                             "dataset": pd.Series(dtype=object),
-                             "series": pd.Series(dtype="int64"),
-                             "quantile": pd.Series(dtype="float64"),
-                             "step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float32")})
+        return _no_forecasts()
+    return pd.concat(frames, ignore_index=True)
+
+
+def _no_forecasts() -> pd.DataFrame:
+    return pd.DataFrame({"variant": pd.Series(dtype=object), "seed": pd.Series(dtype="int64"),
+                         "dataset": pd.Series(dtype=object), "series": pd.Series(dtype="int64"),
+                         "quantile": pd.Series(dtype="float64"),
+                         "step": pd.Series(dtype="int64"), "value": pd.Series(dtype="float32")})
+
+
+def forecast_pretrained(eval_sets: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
+    """Zero-shot forecasts of a local Chronos checkpoint (``wavetoken.pretrained.path``, a
+    Hugging Face folder such as a download of ``amazon/chronos-t5-small``) on every test window,
+    as the variant ``wavetoken.pretrained.name``; an empty table when no path is set. The
+    checkpoint keeps its own context length, vocabulary and block length; the run's sampling
+    settings apply. Nothing is downloaded."""
+    p = _params(params)
+    if p.pretrained.path is None:
+        return _no_forecasts()
+    from icml25.core.device import resolve_device, set_threads
+    from icml25.pipelines.wavetoken.forecaster import forecast
+    from icml25.pipelines.wavetoken.frames import (
+        context_matrix,
+        frame_to_eval_sets,
+        quantiles_to_frame,
+    )
+    from icml25.pipelines.wavetoken.pretrained import load_chronos_checkpoint
+    set_threads(p.num_threads)
+    device = resolve_device(p.device)
+    model, tokenizer, chronos = load_chronos_checkpoint(p.pretrained.path)
+    model = model.to(device)
+    frames = []
+    for s in tqdm(frame_to_eval_sets(eval_sets), desc=f"{p.pretrained.name} forecasts",
+                  disable=not p.progress, leave=False):
+        samples = forecast(
+            model, tokenizer, context_matrix(s.histories, chronos.context_length),
+            horizon=s.horizon, prediction_length=chronos.prediction_length,
+            n_samples=p.pretrained.n_samples or p.sampling.n_samples,
+            temperature=p.sampling.temperature, top_k=p.sampling.top_k, top_p=p.sampling.top_p,
+            batch_size=p.pretrained.batch_size, device=device, seed=0, progress=False)
+        q = fm.quantiles_from_samples(samples, p.quantile_levels)
+        frames.append(quantiles_to_frame(p.pretrained.name, 0, s.name, q, p.quantile_levels))
+    logger.info("wavetoken: %s forecast %d sets from %s", p.pretrained.name, len(frames),
+                p.pretrained.path)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -422,6 +462,8 @@ def plot_forecasts(eval_sets: pd.DataFrame, params: dict[str, Any], metrics: dic
         figures[f"{name}.png"] = fig
     if mlflow.active_run() is not None and plotted:
         for variant, run_id in variant_run_ids(PIPELINE).items():
+            if any((variant, name) not in quantiles for name in plotted):
+                continue  # a variant without forecasts of every plotted set
             fig, axes = plt.subplots(1, len(plotted), figsize=(3.6 * len(plotted), 3.0),
                                      squeeze=False)
             for ax, name in zip(axes[0], plotted, strict=True):

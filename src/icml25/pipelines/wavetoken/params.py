@@ -192,6 +192,15 @@ class ScalingParams(ParamsModel):
         return budgets
 
 
+class PretrainedParams(ParamsModel):
+    """``wavetoken.pretrained``: a local Chronos checkpoint as a zero-shot baseline row."""
+
+    path: str | None = None   # a folder in Hugging Face format; None = no such row
+    name: str = Field(default="chronos_pretrained", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    n_samples: int | None = Field(default=None, gt=0)  # None: the run's sampling.n_samples
+    batch_size: int = Field(default=32, gt=0)
+
+
 class WavetokenParams(ParamsModel):
     seeds: Seeds
     device: str = "auto"
@@ -213,6 +222,7 @@ class WavetokenParams(ParamsModel):
     plots: list[str] = Field(default_factory=list)
     claims: list[ClaimSpec] = Field(min_length=1)
     scaling: ScalingParams | None = None
+    pretrained: PretrainedParams = Field(default_factory=PretrainedParams)
 
     @field_validator("variants")
     @classmethod
@@ -241,6 +251,8 @@ class WavetokenParams(ParamsModel):
                     if getattr(self, key) % block:
                         raise ValueError(f"{key} {getattr(self, key)} must be divisible by "
                                          f"2^level = {block} for variant {name}")
+        if self.pretrained.name in self.variants or self.pretrained.name in STAT_BASELINES:
+            raise ValueError(f"pretrained.name {self.pretrained.name!r} is already a variant")
         unknown = [a for a in self.ablations if a not in self.variants]
         if unknown:
             raise ValueError(f"ablations {unknown} are not defined under wavetoken.variants "

@@ -68,8 +68,11 @@ def create_pipeline(**kwargs) -> Pipeline:
              "wavetoken.baseline_forecasts", name="forecast_stat_baselines", namespace=ns),
         node(nodes.check_tokenizers, ["wavetoken.evaluation_sets", P],
              "wavetoken.tokenizer_roundtrip", name="check_tokenizers", namespace=ns),
+        node(nodes.forecast_pretrained, ["wavetoken.evaluation_sets", P],
+             "wavetoken.pretrained_forecasts", name="forecast_pretrained", namespace=ns),
         node(nodes.evaluate_forecasts,
-             ["wavetoken.evaluation_sets", P, "wavetoken.baseline_forecasts", *forecasts],
+             ["wavetoken.evaluation_sets", P, "wavetoken.baseline_forecasts",
+              "wavetoken.pretrained_forecasts", *forecasts],
              "wavetoken.scores", name="evaluate_forecasts", namespace=ns),
         node(nodes.evaluate_series,
              ["wavetoken.evaluation_sets", P, *forecasts],
@@ -85,7 +88,7 @@ def create_pipeline(**kwargs) -> Pipeline:
              name="register_model", namespace=ns),
         node(nodes.plot_forecasts,
              ["wavetoken.evaluation_sets", P, "wavetoken.metrics", "wavetoken.baseline_forecasts",
-              *forecasts],
+              "wavetoken.pretrained_forecasts", *forecasts],
              "wavetoken.forecast_plots", name="plot_forecasts", namespace=ns),
     ]
     return Pipeline(data + variants + evaluation)
