@@ -124,3 +124,14 @@ def test_each_paper_page_has_its_claims_and_metrics_tables():
         assert re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text) == [name], name
         tables = re.findall(r"<!-- metrics-table:([a-z0-9_]+) ", text)
         assert tables and set(tables) == {name}, name
+
+
+def test_a_study_has_claims_tables_but_no_verdict_counts_row():
+    text = ("<!-- verdict-counts -->\n<!-- /verdict-counts -->\n"
+            "<!-- claims-table:alpha_scaling -->\n<!-- /claims-table:alpha_scaling -->\n")
+    out = render(text, PAPERS, {"alpha_scaling": _doc("alpha_scaling")}, {},
+                 studies=["alpha_scaling"])
+    assert "**1 hold, 1 fail, 0 inconclusive** of 2 claims." in out
+    assert "alpha_scaling`" not in out.split("<!-- /verdict-counts -->")[0]
+    with pytest.raises(ValueError, match="unknown pipeline 'alpha_scaling'"):
+        render(text, PAPERS, {"alpha_scaling": _doc("alpha_scaling")})

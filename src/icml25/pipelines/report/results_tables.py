@@ -143,9 +143,11 @@ def counts_block(papers: Sequence[Mapping[str, Any]],
 
 def render(text: str, papers: Sequence[Mapping[str, Any]],
            results: Mapping[str, Mapping[str, Any]],
-           metrics: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """``text`` with every marked block regenerated."""
-    known = {p["name"] for p in papers}
+           metrics: Mapping[str, Mapping[str, Any]] | None = None,
+           studies: Sequence[str] = ()) -> str:
+    """``text`` with every marked block regenerated. ``studies``: the rooms' extra pipelines
+    (``results/<study>/`` like a paper's; claims and metrics tables, no verdict-counts row)."""
+    known = {p["name"] for p in papers} | set(studies)
 
     def replace(match: re.Match[str]) -> str:
         kind, name = match["kind"], match["name"]
@@ -174,6 +176,13 @@ def papers_list(project: Path) -> list[dict[str, Any]]:
     return list(conf["report"]["papers"])
 
 
+def study_names() -> list[str]:
+    """Names of the rooms' study pipelines (``STUDIES`` in a room's ``pipeline.py``)."""
+    from icml25.pipeline_registry import study_pipelines
+
+    return sorted(study_pipelines())
+
+
 def stale_blocks(text: str, rendered: str) -> list[str]:
     """Names of the blocks whose body differs between ``text`` and ``rendered``."""
     old = [(m["kind"], m["name"], m["body"]) for m in _BLOCK.finditer(text)]
@@ -197,9 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     project = args.project
     papers = papers_list(project)
+    studies = study_names()
     results = load_results(project / "results")
     metrics = load_results(project / "results", "metrics")
-    unknown = sorted(set(results) - {p["name"] for p in papers})
+    unknown = sorted(set(results) - {p["name"] for p in papers} - set(studies))
     if unknown:
         print(f"results/ has folders for unknown pipelines: {unknown}", file=sys.stderr)
         return 2
@@ -207,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.files or default_files(project):
         text = path.read_text(encoding="utf-8")
         try:
-            rendered = render(text, papers, results, metrics)
+            rendered = render(text, papers, results, metrics, studies)
         except ValueError as err:
             print(f"{path}: {err}", file=sys.stderr)
             return 2
