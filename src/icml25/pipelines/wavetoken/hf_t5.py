@@ -65,7 +65,8 @@ class HFT5Forecaster(nn.Module):
         HF ``generate`` draws from torch's global RNG; a seed drawn from ``generator`` seeds it
         inside ``fork_rng`` so the call is reproducible and leaves the global state untouched.
         """
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator)) if generator else None
+        seed = (int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
+                if generator else None)
         was_training = self.training
         self.eval()
         try:
