@@ -218,20 +218,44 @@ def test_missing_and_corrupt_weights(checkpoint, tmp_path):
         load_chronos_checkpoint(corrupt)
 
 
-def test_a_local_checkpoint_is_a_zero_shot_row_of_the_pipeline(checkpoint, kedro_project,
-                                                                run_pipeline):
-    """`wavetoken.pretrained.path` set: the checkpoint forecasts every test window and is scored
-    like every variant (its own context length 24 and blocks of 8, the run's sampling)."""
+
+def test_a_local_checkpoint_and_a_user_table_join_the_run(checkpoint, kedro_project,
+                                                          run_pipeline):
+    """One `kedro run` (conf/test) with `wavetoken.pretrained.path` set and a CSV dropped into
+    the test tree's 01_raw/user/wavetoken, named in the zero-shot list: the checkpoint forecasts
+    every test window with its own context length 24 and blocks of 8 and is scored like every
+    variant, and the user's series become test windows like every shipped dataset's."""
     import pandas as pd
 
-    run_pipeline("wavetoken", params={"wavetoken": {"pretrained": {"path": str(checkpoint),
-                                                                   "name": "tiny_chronos"}}})
+    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets
+
+    folder = kedro_project / "data/01_raw/user/wavetoken"
+    folder.mkdir(parents=True, exist_ok=True)
+    y = 100 + 10 * np.sin(np.arange(90) * 2 * np.pi / 12)
+    pd.DataFrame({"item_id": np.repeat(["store_1", "store_2"], 90),
+                  "timestamp": np.tile(pd.date_range("2001-01-01", periods=90, freq="MS"), 2),
+                  "target": np.concatenate([y, 2 * y])}).to_csv(folder / "my_sales.csv",
+                                                                 index=False)
+    try:
+        run_pipeline("wavetoken", params={"wavetoken": {
+            "pretrained": {"path": str(checkpoint), "name": "tiny_chronos"},
+            "data": {"zero_shot": ["m1_yearly", "airline", "my_sales"],
+                     "datasets": {"my_sales": {"horizon": 12}}}}})
+    finally:
+        (folder / "my_sales.csv").unlink()
     out = kedro_project / "data/08_reporting/wavetoken"
+    sets = {s.name: s for s in frame_to_eval_sets(pd.read_parquet(
+        kedro_project / "data/05_model_input/wavetoken/evaluation_sets.parquet"))}
+    mine = sets["my_sales"]
+    assert (mine.group, mine.horizon, mine.season) == ("zero_shot", 12, 12)
+    np.testing.assert_allclose(mine.futures, np.stack([y[-12:], 2 * y[-12:]]))
     metrics = json.loads((out / "metrics.json").read_text())
     assert np.isfinite(metrics["metrics"]["tiny_chronos"]["agg_rel_wql_real"])
     scores = pd.read_csv(out / "scores.csv")
-    mine = scores[scores["variant"] == "tiny_chronos"]
-    assert set(mine["dataset"]) == set(scores.loc[scores["variant"] == "wavetoken", "dataset"])
+    assert set(scores.loc[scores["variant"] == "tiny_chronos", "dataset"]) == set(
+        scores.loc[scores["variant"] == "wavetoken", "dataset"])
+    assert set(scores.loc[scores["dataset"] == "my_sales", "variant"]) >= {
+        "wavetoken", "chronos_bins_1024", "seasonal_naive", "tiny_chronos"}
     forecasts = pd.read_parquet(
         kedro_project / "data/07_model_output/wavetoken/pretrained_forecasts.parquet")
     assert set(forecasts["variant"]) == {"tiny_chronos"} and (forecasts["seed"] == 0).all()

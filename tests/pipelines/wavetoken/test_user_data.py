@@ -146,28 +146,3 @@ def test_loader_specs_and_frequencies_are_checked():
     assert DataParams(in_domain=["taylor"], zero_shot=["mine"],
                       datasets={"mine": {"horizon": 3}}).datasets["mine"].horizon == 3
 
-
-def test_a_user_file_in_the_catalog_folder_reaches_the_evaluation_sets(kedro_project,
-                                                                       run_pipeline):
-    """`kedro run` with a CSV dropped into the test tree's 01_raw/user/wavetoken and its name in the
-    zero-shot list: the series becomes a test window like every shipped dataset's."""
-    from icml25.pipelines.wavetoken.frames import frame_to_eval_sets
-
-    folder = kedro_project / "data/01_raw/user/wavetoken"
-    folder.mkdir(parents=True, exist_ok=True)
-    y = 100 + 10 * np.sin(np.arange(90) * 2 * np.pi / 12)
-    _long({"store_1": y, "store_2": 2 * y}, "MS").to_csv(folder / "my_sales.csv", index=False)
-    try:
-        run_pipeline("wavetoken", params={"wavetoken": {"data": {
-            "zero_shot": ["m1_yearly", "airline", "my_sales"],
-            "datasets": {"my_sales": {"horizon": 12}}}}})
-        sets = {s.name: s for s in frame_to_eval_sets(pd.read_parquet(
-            kedro_project / "data/05_model_input/wavetoken/evaluation_sets.parquet"))}
-        mine = sets["my_sales"]
-        assert (mine.group, mine.horizon, mine.season) == ("zero_shot", 12, 12)
-        np.testing.assert_allclose(mine.futures, np.stack([y[-12:], 2 * y[-12:]]))
-        scores = pd.read_csv(kedro_project / "data/08_reporting/wavetoken/scores.csv")
-        assert set(scores.loc[scores["dataset"] == "my_sales", "variant"]) >= {
-            "wavetoken", "chronos_bins_1024", "seasonal_naive"}
-    finally:
-        (folder / "my_sales.csv").unlink()

@@ -31,12 +31,17 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from icml25.core.lazy_import import lazy_module
 from icml25.pipelines.wavetoken.params import ScalingBudget, WavetokenParams
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # the registry builds this pipeline without loading pandas
+    pd = lazy_module("pandas")
 
 logger = logging.getLogger(__name__)
 
@@ -361,7 +366,6 @@ def judge_scaling(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[s
 
 
 def _log_mlflow(table: pd.DataFrame, fits: dict[str, Any], claims: dict[str, Any]) -> None:
-    from icml25.core.lazy_import import lazy_module
     mlflow = lazy_module("mlflow")
     if mlflow.active_run() is None:
         return
