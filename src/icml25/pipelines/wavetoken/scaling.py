@@ -329,6 +329,10 @@ def judge_scaling(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[s
     variant_metrics: dict[str, Any] = {v: {k: m[k] for k in ("agg_rel_wql_real",
                                                                "agg_rel_mase_real")}
                                        | units.get(v, {}) for v, m in metrics.items()}
+    for v, g in runs_table.groupby("variant"):  # compute per run, seeds in ascending order
+        g = g.sort_values("seed")
+        variant_metrics[str(v)] |= {k: [float(x) for x in g[k]]
+                                    for k in ("train_flops", "parameters", "train_seconds")}
     for t in tokenizers:
         variant_metrics[t] = {"log_rel_wql_real_gain": scaling_gain(units, t, largest, smallest),
                               "log_rel_mase_real_gain": scaling_gain(units, t, largest, smallest,
@@ -412,9 +416,11 @@ def plot_scaling(table: pd.DataFrame, metrics: dict[str, Any]) -> dict[str, Any]
         end = fit["crossing_flops"] if np.isfinite(fit["crossing_flops"]) else x_max * 10
         end = min(max(end, x_max), x_max * 1e4)
         xs = np.logspace(np.log10(mean["flops"].min()), np.log10(end), 50)
+        crossing = (f"crosses 1 at {fit['crossing_flops']:.1e} FLOPs"
+                    if np.isfinite(fit["crossing_flops"]) else "does not descend")
         ax.plot(xs, np.exp(fit["intercept"] + fit["slope_per_decade"] * np.log10(xs)), "--",
                 color=colour, alpha=0.7,
-                label=f"{t} fit: {fit['slope_per_decade']:+.3f} log/decade")
+                label=f"{t} fit: {fit['slope_per_decade']:+.3f} ln/decade, {crossing}")
     ax.axhline(1.0, color="k", lw=1, ls=":", label="seasonal naive")
     ax.set_xscale("log")
     ax.set_yscale("log")
