@@ -16,7 +16,8 @@ main run's) with every seed of ``wavetoken.scaling.seeds``, and forecasts the re
   ``@smallest`` name the budgets with the most and the fewest FLOPs.
 - **Extrapolation** (:func:`crossing_flops`): a least-squares line of log agg-relative WQL
   against log10 training FLOPs per tokenizer (seed means over budgets, and per seed for the
-  spread); where it reaches 0 (ratio 1, seasonal naive) is the predicted crossing.
+  spread); where it reaches 0 (ratio 1, seasonal naive) is the predicted crossing. The same fit
+  without the smallest budget (``without_smallest``) shows how much that budget steers it.
 - **Resuming**: every finished (tokenizer, budget, seed) run is cached under
   ``wavetoken.scaling.cache_dir`` by the hash of everything that defines it (parameters, the
   content of the corpus and of the evaluation sets, the source of the modules it runs), so an
@@ -360,6 +361,11 @@ def judge_scaling(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[s
                     for _, gs in g.groupby("seed")]
         fit["crossing_flops_per_seed"] = [f["crossing_flops"] for f in per_seed]
         fit["slope_per_decade_per_seed"] = [f["slope_per_decade"] for f in per_seed]
+        # the same fit without the smallest budget, where a model may not have left its
+        # initial plateau yet (with three or more budgets)
+        if len(mean) >= 3:
+            rest = mean[mean.index != smallest]
+            fit["without_smallest"] = crossing_flops(rest["flops"], np.log(rest["wql"]))
         fits[str(t)] = fit
     report = metrics_report(PIPELINE, variant_metrics, run_info, seeds,
                             extra={"budgets": [b.model_dump() for b in p.scaling.budgets],
@@ -401,7 +407,7 @@ def plot_scaling(table: pd.DataFrame, metrics: dict[str, Any]) -> dict[str, Any]
     import matplotlib.pyplot as plt
 
     fits = metrics["extra"]["extrapolation"] if "extra" in metrics else metrics["extrapolation"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(10.5, 4.4))
     colours = {"wavetoken": "tab:blue"}
     x_max = float(table["train_flops"].max())
     for i, (t, g) in enumerate(table.groupby("tokenizer")):
@@ -421,12 +427,23 @@ def plot_scaling(table: pd.DataFrame, metrics: dict[str, Any]) -> dict[str, Any]
         ax.plot(xs, np.exp(fit["intercept"] + fit["slope_per_decade"] * np.log10(xs)), "--",
                 color=colour, alpha=0.7,
                 label=f"{t} fit: {fit['slope_per_decade']:+.3f} ln/decade, {crossing}")
+        rest = fit.get("without_smallest")
+        if rest is not None:
+            end = rest["crossing_flops"] if np.isfinite(rest["crossing_flops"]) else x_max * 10
+            end = min(max(end, x_max), x_max * 1e4)
+            xs = np.logspace(np.log10(mean["flops"].iloc[1]), np.log10(end), 50)
+            crossing = (f"crosses 1 at {rest['crossing_flops']:.1e}"
+                        if np.isfinite(rest["crossing_flops"]) else "does not descend")
+            ax.plot(xs, np.exp(rest["intercept"] + rest["slope_per_decade"] * np.log10(xs)),
+                    ":", color=colour, lw=1.5,
+                    label=f"{t} fit without the smallest: {rest['slope_per_decade']:+.3f}, "
+                          f"{crossing}")
     ax.axhline(1.0, color="k", lw=1, ls=":", label="seasonal naive")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("training FLOPs (measured, forward + backward)")
     ax.set_ylabel("aggregate relative WQL (real sets)")
     ax.set_title("wavetoken: compute scaling (lower is better)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return {"scaling.png": fig}
