@@ -13,6 +13,7 @@ from icml25.pipelines.report.results_tables import (
     papers_list,
     render,
     stale_blocks,
+    study_names,
 )
 
 PROJECT = Path(__file__).resolve().parents[3]
@@ -99,7 +100,7 @@ def test_check_mode_fails_on_a_stale_file_and_write_mode_fixes_it(tmp_path):
 
 def test_committed_results_are_valid_and_stamped():
     results = load_results(PROJECT / "results")
-    known = {p["name"] for p in papers_list(PROJECT)}
+    known = {p["name"] for p in papers_list(PROJECT)} | set(study_names())
     assert set(results) <= known
     for name, doc in results.items():
         validate_claims_document(doc, f"results/{name}/claims.json")
@@ -118,12 +119,17 @@ def test_each_paper_page_has_its_claims_and_metrics_tables():
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     assert len(re.findall(r"<!-- verdict-counts[ -]", readme)) == 1
     assert "claims-table:" not in readme  # the claims live on the papers' pages
+    # a room's studies (wavetoken_scaling) are shown on that room's page, after its own tables
+    from icml25.pipeline_registry import study_pipelines
+
+    studies = {name: room for name, (room, _create) in study_pipelines().items()}
     for paper in papers_list(PROJECT):
         name = paper["name"]
         text = (PROJECT / "docs/papers" / f"{name}.md").read_text(encoding="utf-8")
-        assert re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text) == [name], name
+        own = [s for s, room in studies.items() if room == name]
+        assert re.findall(r"<!-- claims-table:([a-z0-9_]+) -->", text) == [name, *own], name
         tables = re.findall(r"<!-- metrics-table:([a-z0-9_]+) ", text)
-        assert tables and set(tables) == {name}, name
+        assert tables and set(tables) == {name, *own}, name
 
 
 def test_a_study_has_claims_tables_but_no_verdict_counts_row():

@@ -90,25 +90,25 @@ def user_tables(partitions: Mapping[str, Any] | None) -> dict[str, Callable[[], 
     return tables
 
 
-def resolve_callable(spec: str) -> Callable[..., Any]:
+def resolve_callable(entry: str) -> Callable[..., Any]:
     """``"module:attr.path"`` (or ``"module.attr"``) -> the object, with errors naming it."""
-    module_name, sep, attr = spec.partition(":")
+    module_name, sep, attr = entry.partition(":")
     if not sep:
-        module_name, _, attr = spec.rpartition(".")
+        module_name, _, attr = entry.rpartition(".")
     if not module_name or not attr:
-        raise ValueError(f"loader {spec!r}: write it as 'module:attribute' (e.g. "
+        raise ValueError(f"loader {entry!r}: write it as 'module:attribute' (e.g. "
                          "'statsmodels.api:datasets.nile.load_pandas')")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"loader {spec!r}: cannot import module {module_name!r} ({err})"
+        raise ValueError(f"loader {entry!r}: cannot import module {module_name!r} ({err})"
                          ) from err
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"loader {spec!r}: {module_name!r} has no attribute {attr!r}")
+            raise ValueError(f"loader {entry!r}: {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"loader {spec!r}: {attr!r} is not callable")
+        raise ValueError(f"loader {entry!r}: {attr!r} is not callable")
     return obj
 
 
@@ -203,37 +203,37 @@ def series_from_long(frame: pd.DataFrame, where: str, item_id: str = "item_id",
     return series, freq or next(iter(freqs.values()))
 
 
-def series_from_object(obj: Any, where: str, spec: Any) -> tuple[list[np.ndarray], str | None]:
+def series_from_object(obj: Any, where: str, entry: Any) -> tuple[list[np.ndarray], str | None]:
     """Whatever a loader returned -> (series, frequency or None)."""
     if hasattr(obj, "data") and isinstance(obj.data, pd.DataFrame):
         obj = obj.data  # a statsmodels Dataset
     if isinstance(obj, pd.DataFrame):
-        if {spec.item_id, spec.timestamp, spec.target} <= set(obj.columns):
-            return series_from_long(obj, where, spec.item_id, spec.timestamp, spec.target,
-                                    spec.freq)
-        columns = spec.columns or [c for c in obj.columns
+        if {entry.item_id, entry.timestamp, entry.target} <= set(obj.columns):
+            return series_from_long(obj, where, entry.item_id, entry.timestamp, entry.target,
+                                    entry.freq)
+        columns = entry.columns or [c for c in obj.columns
                                    if pd.api.types.is_numeric_dtype(obj[c])]
         unknown = [c for c in columns if c not in obj.columns]
         if unknown or not columns:
             raise ValueError(f"{where}: columns {unknown or columns} not in the loader's table "
                              f"({list(obj.columns)})")
         return ([obj[c].to_numpy(dtype=np.float64) for c in columns],
-                spec.freq or _freq_of_index(obj.index, where))
+                entry.freq or _freq_of_index(obj.index, where))
     if isinstance(obj, pd.Series):
-        return [obj.to_numpy(dtype=np.float64)], spec.freq or _freq_of_index(obj.index, where)
+        return [obj.to_numpy(dtype=np.float64)], entry.freq or _freq_of_index(obj.index, where)
     if isinstance(obj, list | tuple) and obj and all(np.ndim(x) == 1 for x in obj):
-        return [np.asarray(x, dtype=np.float64) for x in obj], spec.freq
+        return [np.asarray(x, dtype=np.float64) for x in obj], entry.freq
     arr = np.asarray(obj, dtype=np.float64)
     if arr.ndim == 1:
-        return [arr], spec.freq
+        return [arr], entry.freq
     if arr.ndim == 2:
-        return list(arr), spec.freq
+        return list(arr), entry.freq
     raise ValueError(f"{where}: the loader returned {type(obj).__name__} of shape "
                      f"{getattr(arr, 'shape', None)}; expected a table, a series or 1-D/2-D "
                      "values")
 
 
-def load_named_datasets(names: list[tuple[str, str]], specs: Mapping[str, Any],
+def load_named_datasets(names: list[tuple[str, str]], entries: Mapping[str, Any],
                         partitions: Mapping[str, Any] | None) -> list:
     """The datasets ``[(name, role), ...]`` resolved as the module docstring says; every name is
     checked before any is loaded."""
@@ -245,7 +245,7 @@ def load_named_datasets(names: list[tuple[str, str]], specs: Mapping[str, Any],
     )
 
     tables = user_tables(partitions)
-    unknown = [n for n, _ in names if not (getattr(specs.get(n), "loader", None)
+    unknown = [n for n, _ in names if not (getattr(entries.get(n), "loader", None)
                                            or n in tables or n in AVAILABLE_DATASETS)]
     if unknown:
         raise KeyError(
@@ -258,35 +258,35 @@ def load_named_datasets(names: list[tuple[str, str]], specs: Mapping[str, Any],
                          "shipped dataset; rename the file(s)")
     out = []
     for name, role in names:
-        spec = specs.get(name)
-        if spec is not None and spec.loader:
-            where = f"wavetoken.data.datasets.{name} (loader {spec.loader})"
-            raw, freq = series_from_object(resolve_callable(spec.loader)(**spec.kwargs), where,
-                                           spec)
+        entry = entries.get(name)
+        if entry is not None and entry.loader:
+            where = f"wavetoken.data.datasets.{name} (loader {entry.loader})"
+            raw, freq = series_from_object(resolve_callable(entry.loader)(**entry.kwargs), where,
+                                           entry)
         elif name in tables:
             where = f"wavetoken.user_series file {name}"
-            s = spec or _DEFAULT_SPEC
+            s = entry or _DEFAULT_ENTRY
             raw, freq = series_from_long(tables[name](), where, s.item_id, s.timestamp, s.target,
                                          s.freq)
         else:
             ds = load_dataset(name)
-            s = spec or _DEFAULT_SPEC  # a shipped dataset's calendar may be overridden
+            s = entry or _DEFAULT_ENTRY  # a shipped dataset's calendar may be overridden
             freq = s.freq or ds.freq
             season = s.season or (seasonality(s.freq) if s.freq else ds.season)
             out.append(SeriesDataset(name, role, freq, s.horizon or ds.horizon, season,
                                      ds.series))
             continue
-        if freq is None and not (spec and spec.season and spec.horizon):
+        if freq is None and not (entry and entry.season and entry.horizon):
             raise ValueError(f"{where}: no frequency given or found in the data; set "
                              f"wavetoken.data.datasets.{name}.freq (or season and horizon)")
         try:
             series = [_clean(y) for y in raw]
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from err
-        horizon = (spec.horizon if spec and spec.horizon else default_horizon(freq))
-        season = (spec.season if spec and spec.season else seasonality(freq))
+        horizon = (entry.horizon if entry and entry.horizon else default_horizon(freq))
+        season = (entry.season if entry and entry.season else seasonality(freq))
         out.append(SeriesDataset(name, role, freq or "unknown", horizon, season, series))
     return out
 
 
-_DEFAULT_SPEC = DatasetSpec()
+_DEFAULT_ENTRY = DatasetSpec()
