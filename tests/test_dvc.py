@@ -36,7 +36,15 @@ def _data_root(env: str) -> str:
     return yaml.safe_load(path.read_text())["data_root"]
 
 
-def _catalog_paths(paper: str):
+def _catalog_paths(paper: str, pipeline: str | None = None):
+    """The paths of ``pipeline``'s catalog entries in ``catalog_<paper>.yml`` (``pipeline``
+    defaults to the paper; a study such as ``wavetoken_scaling`` keeps its entries in its room's
+    file), without the pipeline's free inputs (a user's own tables, which it never writes)."""
+    from icml25.pipeline_registry import register_pipelines
+
+    pipeline = pipeline or paper
+    free_inputs = register_pipelines()[pipeline].inputs()
+
     def walk(entry):
         while isinstance(entry, dict):
             for key in ("filepath", "path"):
@@ -45,15 +53,38 @@ def _catalog_paths(paper: str):
             entry = entry.get("dataset")
 
     catalog = yaml.safe_load((ROOT / f"conf/base/catalog_{paper}.yml").read_text())
-    for entry in catalog.values():
-        yield from walk(entry)
+    for name, entry in catalog.items():
+        if name.startswith(f"{pipeline}.") and name not in free_inputs:
+            yield from walk(entry)
     for name in ("claims", "metrics"):  # the factories of conf/base/catalog.yml
-        yield f"${{globals:data_root}}/08_reporting/{paper}/{name}.json"
+        yield f"${{globals:data_root}}/08_reporting/{pipeline}/{name}.json"
 
 
 def test_one_stage_per_paper_and_environment_plus_the_reports():
-    expected = {f"{p}{suffix}" for p in PAPERS for suffix in ENVS.values()}
+    from icml25.pipeline_registry import study_pipelines
+
+    expected = {f"{p}{suffix}" for p in [*PAPERS, *study_pipelines()] for suffix in ENVS.values()}
     assert set(_stages()) == expected | {"report", "report-test"}
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_a_study_stage_declares_every_catalog_path_of_its_pipeline(env):
+    """wavetoken_scaling: its own outputs (it re-creates the wavetoken data sets with the same
+    content, which the wavetoken stage declares), with its run cache persistent."""
+    stage = _stages()[f"wavetoken_scaling{ENVS[env]}"]
+    assert stage["cmd"].startswith("kedro run --pipeline=wavetoken_scaling")
+    assert ("" if env == "base" else f"--env={env}") in stage["cmd"]
+    root = _data_root(env)
+    declared = _paths(stage.get("outs")) + _paths(stage.get("plots"))
+    for path in _catalog_paths("wavetoken", "wavetoken_scaling"):
+        concrete = path.replace("${globals:data_root}", root).split("{")[0]
+        if "{" in path:  # a factory: every file it can write is declared (one per slot)
+            assert any(d.startswith(concrete) or concrete.startswith(d + "/")
+                       for d in declared), concrete
+        else:
+            assert any(concrete == d or concrete.startswith(d + "/") for d in declared), concrete
+    cache = next(o for o in stage["outs"] if isinstance(o, dict))
+    assert cache == {f"{root}/07_model_output/wavetoken_scaling": {"persist": True}}
 
 
 @pytest.mark.parametrize("env", sorted(ENVS))

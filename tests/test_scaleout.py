@@ -166,8 +166,9 @@ def _variants(room: str) -> list[str]:
         return [*VARIANTS, *VARIANTS_3D]
     if room == "twa":  # the selected methods are rerun per seed inside a shard
         return ["methods"]
-    from icml25.pipelines.wavetoken.params import VARIANTS
-    return list(VARIANTS)
+    # the tokenizer variants, then the group that trains the ablations the conf selects
+    from icml25.pipelines.wavetoken.params import ABLATIONS, VARIANTS
+    return [*VARIANTS, ABLATIONS]
 
 
 def _trained_once(room: str) -> set[str]:
