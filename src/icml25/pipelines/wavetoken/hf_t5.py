@@ -65,26 +65,40 @@ class HFT5Forecaster(nn.Module):
         HF ``generate`` draws from torch's global RNG; a seed drawn from ``generator`` seeds it
         inside ``fork_rng`` so the call is reproducible and leaves the global state untouched.
         """
-        seed = (int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
-                if generator else None)
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.random.fork_rng(devices=[input_ids.device] if input_ids.is_cuda else []):
-                if seed is not None:
-                    torch.manual_seed(seed)
-                out = self.t5.generate(
-                    input_ids=input_ids, attention_mask=attention_mask.long(), do_sample=True,
-                    num_return_sequences=n_samples, max_new_tokens=n_tokens,
-                    min_new_tokens=n_tokens, temperature=temperature, top_k=top_k or 0,
-                    top_p=top_p, suppress_tokens=[self.config.pad_id, self.config.eos_id],
-                    pad_token_id=self.config.pad_id, eos_token_id=self.config.eos_id,
-                    decoder_start_token_id=self.config.pad_id,
-                )
-        finally:
-            self.train(was_training)
-        # out = [decoder start, n_tokens sampled ids]; HF interleaves the samples of a series
-        return out[:, 1 : 1 + n_tokens].reshape(input_ids.shape[0], n_samples, n_tokens)
+        return seeded_generate(
+            self.t5, input_ids, attention_mask, n_tokens, n_samples, generator, self,
+            do_sample=True, max_new_tokens=n_tokens, min_new_tokens=n_tokens,
+            temperature=temperature, top_k=top_k or 0, top_p=top_p,
+            suppress_tokens=[self.config.pad_id, self.config.eos_id],
+            pad_token_id=self.config.pad_id, eos_token_id=self.config.eos_id,
+            decoder_start_token_id=self.config.pad_id,
+        )
+
+
+def seeded_generate(t5: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    n_tokens: int, n_samples: int, generator: torch.Generator | None,
+                    owner: nn.Module, **generate_kwargs) -> torch.Tensor:
+    """``t5.generate`` as ``[B, n_samples, n_tokens]`` ids, reproducible from ``generator``.
+
+    HF ``generate`` draws from torch's global RNG: a seed drawn from ``generator`` (on its own
+    device) seeds it inside ``fork_rng``, so the call is reproducible and leaves the global
+    state untouched. ``owner`` (the module wrapping ``t5``) is put in eval mode for the call
+    and restored after it.
+    """
+    seed = (int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
+            if generator is not None else None)
+    was_training = owner.training
+    owner.eval()
+    try:
+        with torch.random.fork_rng(devices=[input_ids.device] if input_ids.is_cuda else []):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = t5.generate(input_ids=input_ids, attention_mask=attention_mask.long(),
+                              num_return_sequences=n_samples, **generate_kwargs)
+    finally:
+        owner.train(was_training)
+    # out = [decoder start, n_tokens sampled ids]; HF puts the samples of a series side by side
+    return out[:, 1 : 1 + n_tokens].reshape(input_ids.shape[0], n_samples, n_tokens)
 
 
 def build_model(config: Seq2SeqConfig, backend: str) -> nn.Module:

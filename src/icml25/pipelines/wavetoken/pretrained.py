@@ -158,29 +158,17 @@ class ChronosT5Model(nn.Module):
         """
         from transformers import GenerationConfig
 
-        seed = None
-        if generator is not None:
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator,
-                                     device=generator.device))
+        from icml25.pipelines.wavetoken.hf_t5 import seeded_generate
+
         cfg = self.chronos_config
         generation = GenerationConfig(
             min_new_tokens=int(n_tokens), max_new_tokens=int(n_tokens), do_sample=True,
-            num_return_sequences=int(n_samples), eos_token_id=cfg.eos_token_id,
+            eos_token_id=cfg.eos_token_id,
             pad_token_id=cfg.pad_token_id, temperature=float(temperature),
             top_k=0 if top_k is None else int(top_k), top_p=float(top_p),
         )
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.random.fork_rng(devices=[input_ids.device] if input_ids.is_cuda else []):
-                if seed is not None:
-                    torch.manual_seed(seed)
-                out = self.t5.generate(input_ids=input_ids, attention_mask=attention_mask.long(),
-                                       generation_config=generation)
-        finally:
-            self.train(was_training)
-        # [decoder start, n_tokens ids]; HF puts the samples of one series next to each other
-        return out[:, 1 : 1 + n_tokens].reshape(input_ids.shape[0], n_samples, n_tokens)
+        return seeded_generate(self.t5, input_ids, attention_mask, n_tokens, int(n_samples),
+                               generator, self, generation_config=generation)
 
 
 def load_chronos_checkpoint(

@@ -202,6 +202,19 @@ def run_one(corpus: pd.DataFrame, eval_sets: pd.DataFrame, p: WavetokenParams, t
     return table, record
 
 
+def geometric_mean(values: Any) -> float:
+    """exp(mean(log x)): how aggregate relative scores are averaged over seeds."""
+    return float(np.exp(np.log(np.asarray(values, dtype=np.float64)).mean()))
+
+
+def budget_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """One tokenizer's runs -> per budget (by FLOPs): mean training FLOPs and the seeds'
+    geometric mean of the aggregate relative WQL (columns ``flops``, ``wql``)."""
+    return runs.groupby("budget").agg(flops=("train_flops", "mean"),
+                                      wql=("agg_rel_wql_real", geometric_mean)
+                                      ).sort_values("flops")
+
+
 def largest_and_smallest(runs: pd.DataFrame) -> tuple[str, str]:
     """Budget names with the most and the fewest mean training FLOPs."""
     flops = runs.groupby("budget")["train_flops"].mean().sort_values()
@@ -354,8 +367,7 @@ def judge_scaling(scores: pd.DataFrame, params: dict[str, Any], run_info: dict[s
     table = table.sort_values(["tokenizer", "train_flops", "seed"]).reset_index(drop=True)
     fits: dict[str, Any] = {}
     for t, g in table.groupby("tokenizer"):
-        mean = g.groupby("budget").agg(flops=("train_flops", "mean"),
-                                       wql=("agg_rel_wql_real", lambda x: np.exp(np.log(x).mean())))
+        mean = budget_means(g)
         fit = crossing_flops(mean["flops"], np.log(mean["wql"]))
         per_seed = [crossing_flops(gs["train_flops"], np.log(gs["agg_rel_wql_real"]))
                     for _, gs in g.groupby("seed")]
@@ -390,9 +402,8 @@ def _log_mlflow(table: pd.DataFrame, fits: dict[str, Any], claims: dict[str, Any
                                  "steps": int(first["steps"]),
                                  "parameters": int(first["parameters"])}):
             log_metrics({"train_flops": float(g["train_flops"].mean()),
-                         "agg_rel_wql_real": float(np.exp(np.log(g["agg_rel_wql_real"]).mean())),
-                         "agg_rel_mase_real": float(np.exp(np.log(g["agg_rel_mase_real"])
-                                                           .mean())),
+                         "agg_rel_wql_real": geometric_mean(g["agg_rel_wql_real"]),
+                         "agg_rel_mase_real": geometric_mean(g["agg_rel_mase_real"]),
                          "train_seconds": float(g["train_seconds"].mean())})
     log_claim_counts(claims, **{f"{t}_slope_per_decade": f["slope_per_decade"]
                                 for t, f in fits.items()})
@@ -413,10 +424,7 @@ def plot_scaling(table: pd.DataFrame, metrics: dict[str, Any]) -> dict[str, Any]
     for i, (t, g) in enumerate(table.groupby("tokenizer")):
         colour = colours.get(str(t), f"C{i + 1}")
         ax.scatter(g["train_flops"], g["agg_rel_wql_real"], s=14, alpha=0.5, color=colour)
-        mean = g.groupby("budget").agg(flops=("train_flops", "mean"),
-                                       wql=("agg_rel_wql_real",
-                                            lambda x: np.exp(np.log(x).mean()))
-                                       ).sort_values("flops")
+        mean = budget_means(g)
         ax.plot(mean["flops"], mean["wql"], "-o", color=colour, label=f"{t} (seed mean)")
         fit = fits[str(t)]
         end = fit["crossing_flops"] if np.isfinite(fit["crossing_flops"]) else x_max * 10
