@@ -26,13 +26,8 @@ def test_without_noise_tau_is_the_deterministic_step_count():
 
 def test_pure_gaussian_increments_exit_an_interval_in_a2_over_eta2_sigma2():
     a, eta, sigma = 2.0, 0.05, 1.0  # a / (η σ) = 40 steps of one standard deviation
-    target = Target("ball", center=(0.0,), radius=a)
-
-    class Outside(Target):  # both ends absorb: U = {|x| ≥ a}
-        def contains(self, coords, xp=np):
-            return ~target.contains(coords, xp)
-
-    kernel = ex.build_kernel(_flat(), NoiseLaw("gaussian", (sigma,)), eta, Outside("ball"),
+    outside = Target("outside", threshold=a, threshold_low=-a)  # both ends absorb: |x| > a
+    kernel = ex.build_kernel(_flat(), NoiseLaw("gaussian", (sigma,)), eta, outside,
                              h=eta * sigma / 6, walls=(-a - 1.0, a + 1.0))
     mean = ex.mean_hitting_time(kernel, 0.0)
     assert mean == pytest.approx(a**2 / (eta * sigma) ** 2, rel=0.05)

@@ -32,9 +32,12 @@ Coords = tuple[Any, ...]
 class Target:
     """The open set U of the hitting time ``τ = min{n : x_n ∈ U}``.
 
-    ``kind``: ``ball`` (Euclidean ball of ``radius`` around ``center``), ``right_of`` /
-    ``left_of`` (1-D half-lines beyond ``threshold``) or ``annulus`` (``| |x| - radius0 | <
-    radius``, the circle of minimisers of the Mexican hat).
+    ``kind``: ``ball`` (the union of the Euclidean balls of ``radius`` around every point of
+    ``centers``, one per global minimiser; ``center`` alone gives one ball), ``right_of`` /
+    ``left_of`` (1-D half-lines beyond ``threshold``), ``outside`` (1-D: ``x < threshold_low``
+    or ``x > threshold``, the half-lines beyond global minima on both sides of the start) or
+    ``annulus`` (``| |x| - radius0 | < radius``, the circle of minimisers of the Mexican hat).
+    Non-finite points are never in U (a diverged chain is not a hit).
     """
 
     kind: str
@@ -42,16 +45,34 @@ class Target:
     radius: float = 0.0
     threshold: float = 0.0
     radius0: float = 0.0
+    centers: tuple[tuple[float, ...], ...] = ()
+    threshold_low: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind == "ball":
+            if not self.centers and not self.center:
+                raise ValueError("a ball target needs a center (one per global minimiser)")
+            if not self.centers:
+                object.__setattr__(self, "centers", (tuple(self.center),))
+            if not self.center:
+                object.__setattr__(self, "center", tuple(self.centers[0]))
 
     def contains(self, coords: Coords, xp: Any = np) -> Any:
         """Boolean array: which points (one array per coordinate) lie in U."""
         if self.kind == "right_of":
-            return coords[0] > self.threshold
+            return (coords[0] > self.threshold) & xp.isfinite(coords[0])
         if self.kind == "left_of":
-            return coords[0] < self.threshold
+            return (coords[0] < self.threshold) & xp.isfinite(coords[0])
+        if self.kind == "outside":
+            return ((coords[0] > self.threshold) | (coords[0] < self.threshold_low)) \
+                & xp.isfinite(coords[0])
         if self.kind == "ball":
-            d2 = sum((c - z) ** 2 for c, z in zip(coords, self.center, strict=True))
-            return d2 < self.radius**2
+            r2 = self.radius**2
+            inside = None
+            for center in self.centers:
+                d2 = sum((c - z) ** 2 for c, z in zip(coords, center, strict=True))
+                inside = d2 < r2 if inside is None else inside | (d2 < r2)
+            return inside
         if self.kind == "annulus":
             r = xp.sqrt(sum(c**2 for c in coords))
             return xp.abs(r - self.radius0) < self.radius

@@ -116,7 +116,9 @@ def compute_energies(cost_matrices: dict[str, Any], critical_points: pd.DataFram
                        _matrix(entry["costs_gaussian"]), r.start_idx, r.noise, p.markov_eps)
         pred["start"] = r.x0.tolist()
         pred["target"] = {"kind": r.target.kind, "center": list(r.target.center),
-                          "radius": r.target.radius, "threshold": r.target.threshold}
+                          "centers": [list(c) for c in r.target.centers],
+                          "radius": r.target.radius, "threshold": r.target.threshold,
+                          "threshold_low": r.target.threshold_low}
         out[name] = pred
         logger.info("sgd_hitting %s: E = %.5f (finite chain %.5f), gaussian %.5f, first "
                     "barrier %.5f", name, pred["w_graph"], pred["markov_chain_energy"],

@@ -108,17 +108,23 @@ def start_and_target(landscape: Landscape, graph: MinimaGraph, start: list[float
         x0 = np.asarray(start, float)
     landscape.check_inside(x0)
     idx = basin_of(landscape, graph.minima, x0)
-    glob = graph.minima[graph.targets[0]]
+    # U surrounds every global minimiser: W in the energy is the set of all of them
+    globs = [graph.minima[k] for k in graph.targets]
     kind, radius = target["kind"], float(target["radius"])
     if kind == "ball":
-        tgt = Target("ball", center=tuple(glob.x), radius=radius)
+        tgt = Target("ball", centers=tuple(tuple(g.x) for g in globs), radius=radius)
     elif kind == "halfline":
         if landscape.dim != 1:
             raise ValueError(f"{landscape.name}: a half-line target needs a 1-D landscape")
-        if glob.x[0] > x0[0]:
-            tgt = Target("right_of", threshold=glob.x[0] - radius)
+        right = [g.x[0] for g in globs if g.x[0] > x0[0]]
+        left = [g.x[0] for g in globs if g.x[0] <= x0[0]]
+        if right and left:
+            tgt = Target("outside", threshold=min(right) - radius,
+                         threshold_low=max(left) + radius)
+        elif right:
+            tgt = Target("right_of", threshold=min(right) - radius)
         else:
-            tgt = Target("left_of", threshold=glob.x[0] + radius)
+            tgt = Target("left_of", threshold=max(left) + radius)
     elif kind == "annulus":
         tgt = Target("annulus", radius=radius, radius0=float(target.get("radius0", 1.0)))
     else:
