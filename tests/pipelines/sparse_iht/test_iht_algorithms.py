@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from icml25.pipelines.sparse_iht import algorithms as alg
 from icml25.pipelines.sparse_iht.problems import (
+    DivergenceError,
     LeastSquares,
     NonFiniteGradientError,
     make_sparse_regression,
@@ -177,10 +180,76 @@ def test_hzo_reaches_the_first_order_value_on_a_small_problem():
 
 def test_non_finite_gradient_is_a_clear_error():
     problem, _ = _problem()
-    with pytest.raises(NonFiniteGradientError, match="non-finite gradient step at iteration"):
+    with pytest.raises(NonFiniteGradientError, match="IHT-2SP diverged at iteration"):
         alg.iht_2sp(problem, 5, Constraint("none"), 2000, eta=1e3)
     with pytest.raises(ValueError, match="step size"):
         alg.iht_2sp(problem, 5, Constraint("none"), 5, eta=-1.0)
+
+
+def _diverging_instance():
+    # k = d without a constraint is gradient descent: a step of 4/L multiplies the error along
+    # the top eigenvector by |1 - 4| = 3 per step
+    truth = make_sparse_regression(60, 40, 4, 0.5, 0.3, 0)
+    return LeastSquares(truth.X, truth.y)
+
+
+@pytest.mark.parametrize("method", ["iht_2sp", "iht_then_project", "exact_iht", "dense"])
+def test_a_step_of_4_over_L_is_a_reported_divergence_not_a_warning(method):
+    problem = _diverging_instance()
+    eta = 4.0 / problem.L
+    run = {"iht_2sp": lambda: alg.iht_2sp(problem, 40, Constraint("nonneg"), 600, eta=eta),
+           "iht_then_project": lambda: alg.iht_then_project(problem, 40, Constraint("nonneg"),
+                                                            600, eta=eta),
+           "exact_iht": lambda: alg.exact_projection_iht(problem, 40, Constraint("nonneg"), 600,
+                                                         eta=eta),
+           "dense": lambda: alg.dense_reference(problem, Constraint("none"), 600, eta=eta)}[method]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning on the way
+        with pytest.raises(DivergenceError, match=r"diverged at iteration \d+: .* = 4/L"):
+            run()
+    # the same runs at 1/L converge and are not flagged
+    converged = alg.dense_reference(problem, Constraint("none"), 600)
+    assert np.isfinite(converged.final) and converged.final < problem.value(np.zeros(problem.d))
+
+
+def test_divergence_is_detected_in_the_stochastic_and_zeroth_order_methods():
+    problem = _diverging_instance()
+    gamma = Constraint("nonneg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DivergenceError, match="HSG-HT-2SP diverged"):
+            alg.hsg_ht_2sp(problem, 40, gamma, b0=4, tau=1.2, extra_full_steps=600,
+                           rng=np.random.default_rng(0), eta=4.0 / problem.L)
+        with pytest.raises(DivergenceError, match="SZOHT diverged"):
+            alg.szoht(problem, 40, gamma, q=40, iterations=2000, s2=problem.d, mu=1e-4,
+                      eta=8.0 / problem.L, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"q": 0}, "q"), ({"mu": 0.0}, "mu"), ({"mu": -1e-4}, "mu"), ({"mu": math.nan}, "mu"),
+    ({"s2": 0}, "s2"),
+])
+def test_degenerate_zeroth_order_arguments_are_parameter_errors(kwargs, field):
+    problem, _ = _problem()
+    gamma = Constraint("nonneg")
+    args = {"q": 5, "mu": 1e-4, "s2": problem.d, **kwargs}
+    w = np.zeros(problem.d)
+    with pytest.raises(ValidationError, match=rf"ZerothOrderArgs\n{field}\n"):
+        alg.zo_gradient(problem, w, args["q"], args["s2"], args["mu"], np.random.default_rng(0))
+    with pytest.raises(ValidationError, match=rf"ZerothOrderArgs\n{field}\n"):
+        alg.szoht(problem, 5, gamma, q=args["q"], iterations=3, s2=args["s2"], mu=args["mu"],
+                  eta=1.0 / problem.L, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"q0": 0}, "q0"), ({"mu": 0.0}, "mu"), ({"rho_q": 0.5}, "rho_q"), ({"q_max": 0}, "q_max"),
+])
+def test_degenerate_hzo_arguments_are_parameter_errors(kwargs, field):
+    problem, _ = _problem()
+    args = {"q0": 5, "rho_q": 1.02, "mu": 1e-4, "q_max": None, **kwargs}
+    with pytest.raises(ValidationError, match=rf"ZerothOrderArgs\n{field}\n"):
+        alg.hzo_ht_2sp(problem, 5, Constraint("nonneg"), iterations=3, s2=problem.d,
+                       rng=np.random.default_rng(0), **args)
 
 
 def test_bad_data_and_k_larger_than_d_are_refused():

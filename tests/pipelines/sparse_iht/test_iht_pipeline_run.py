@@ -126,6 +126,11 @@ def test_bad_parameters_stop_before_any_work(kedro_project, run_pipeline, overri
     (("synthetic", "settings", 1, "name"), "nonneg", "setting names must be distinct"),
     (("small", "settings", 0, "kind"), "box", "exhaustive search is implemented for"),
     (("zeroth_order", "mu"), 1e-9, "cancels"),
+    # the zeroth-order estimator divides by q·μ: degenerate values are parameter errors
+    (("zeroth_order", "mu"), 0.0, r"sparse_iht\.zeroth_order\.mu: got 0\.0; expected .*greater than 0"),
+    (("zeroth_order", "q0"), 0, r"sparse_iht\.zeroth_order\.q0: got 0; expected .*greater than 0"),
+    (("zeroth_order", "szoht_q"), [0, 10], r"sparse_iht\.zeroth_order\.szoht_q: got \[0, 10\]"),
+    (("zeroth_order", "q_max"), 0, r"sparse_iht\.zeroth_order\.q_max: got 0"),
     (("stochastic", "setting"), "missing", "is not one of synthetic.settings"),
     (("seeds",), [1, 1], "distinct"),
     (("small", "d"), 80, r"small\.d"),

@@ -23,8 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from icml25.pipelines.sparse_iht.problems import LeastSquares, NonFiniteGradientError
+from icml25.pipelines.sparse_iht.problems import (
+    DivergenceError,
+    LeastSquares,
+    NonFiniteGradientError,
+)
 from icml25.pipelines.sparse_iht.projections import (
     Constraint,
     check_sparsity,
@@ -36,6 +41,10 @@ from icml25.pipelines.sparse_iht.projections import (
 )
 
 Projection = Callable[[np.ndarray], np.ndarray]
+
+#: An objective above this multiple of its scale (the larger of ``R(w_0)`` and ``R(0)``) is
+#: divergence: no convergent run of these methods rises by six orders of magnitude.
+DIVERGENCE_FACTOR = 1e6
 
 
 @dataclass
@@ -75,6 +84,27 @@ def _check_finite(g: np.ndarray, t: int, what: str = "gradient step") -> None:
             "the objective's smoothness, or the data contain non-finite values")
 
 
+def _objective_scale(problem, w0: np.ndarray) -> float:
+    """``max(R(w_0), R(0))``: the yardstick of the divergence check (``0`` lies in every
+    support-preserving Γ, so ``R(0)`` is a value every method can fall back to)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = max(problem.value(w0), problem.value(np.zeros(problem.d)))
+    if not math.isfinite(scale):
+        raise ValueError("the objective is not finite at the start point w0 or at 0")
+    return scale
+
+
+def _check_objective(value: float, t: int, scale: float, eta: float, L: float,
+                     method: str, factor: float = DIVERGENCE_FACTOR) -> None:
+    """Raise :class:`DivergenceError` if ``R(w_t)`` is NaN, infinite or above ``factor · scale``."""
+    if math.isfinite(value) and value <= factor * max(scale, np.finfo(float).tiny):
+        return
+    raise DivergenceError(
+        f"{method} diverged at iteration {t}: R(w_t) = {value:.3g} (the run started at a scale "
+        f"of {scale:.3g}); step η = {eta:.3g} = {eta * L:.3g}/L where L = {L:.3g} bounds the "
+        "smoothness; use a step below 2/L (the default is 1/L)")
+
+
 def _step_size(problem: LeastSquares, eta: float | None) -> float:
     eta = 1.0 / problem.L if eta is None else float(eta)
     if not (math.isfinite(eta) and eta > 0):
@@ -84,14 +114,18 @@ def _step_size(problem: LeastSquares, eta: float | None) -> float:
 
 def projected_gradient(problem: LeastSquares, projection: Projection, iterations: int, *,
                        eta: float | None = None, w0: np.ndarray | None = None,
-                       violation: Callable[[np.ndarray], float] | None = None) -> RunResult:
+                       violation: Callable[[np.ndarray], float] | None = None,
+                       method: str = "projected gradient") -> RunResult:
     """``w_{t+1} = P(w_t - η ∇R(w_t))`` for a given projection-like operator ``P``.
 
     With ``P = Π̄_k^Γ`` this is IHT-2SP; with ``P = H_k`` plain IHT; with ``P = Π_Γ`` dense
-    projected gradient. Each full gradient costs ``n`` sample gradients (IFO).
+    projected gradient. Each full gradient costs ``n`` sample gradients (IFO). A run whose
+    objective becomes non-finite or exceeds ``DIVERGENCE_FACTOR`` times its start scale raises
+    :class:`DivergenceError` (a step above the stable range) instead of returning a result.
     """
     eta = _step_size(problem, eta)
     w = np.zeros(problem.d) if w0 is None else np.asarray(w0, dtype=float).copy()
+    scale = _objective_scale(problem, w)
     obj = np.empty(iterations + 1)
     viol = np.zeros(iterations + 1)  # viol[0] = 0: the start is not an iterate of the operator
     worst = 0.0  # over the iterates the operator produces; a warm start may be dense
@@ -100,13 +134,16 @@ def projected_gradient(problem: LeastSquares, projection: Projection, iterations
         with np.errstate(over="ignore", invalid="ignore"):
             value, g = problem.value_and_grad(w)
             step = w - eta * g
+        _check_objective(value, t, scale, eta, problem.L, method)
         _check_finite(step, t)
         obj[t] = value
         w = projection(step)
         if violation:
             viol[t + 1] = violation(w)
             worst = max(worst, viol[t + 1])
-    obj[iterations] = problem.value(w)
+    with np.errstate(over="ignore", invalid="ignore"):
+        obj[iterations] = problem.value(w)
+    _check_objective(obj[iterations], iterations, scale, eta, problem.L, method)
     cost = problem.n * np.arange(iterations + 1, dtype=float)
     return RunResult(w, obj, cost, worst, time.perf_counter() - start,
                      extra={"violation": viol})
@@ -117,7 +154,8 @@ def iht_2sp(problem: LeastSquares, k: int, gamma: Constraint, iterations: int, *
     """IHT-2SP (the paper's Algorithm 1): ``w_{t+1} = Π̄_k^Γ(w_t - η ∇R(w_t))``, ``η = 1/L``."""
     k = check_sparsity(k, problem.d)
     return projected_gradient(problem, lambda v: two_step_projection(v, k, gamma), iterations,
-                              eta=eta, w0=w0, violation=lambda w: feasibility_violation(w, k, gamma))
+                              eta=eta, w0=w0, violation=lambda w: feasibility_violation(w, k, gamma),
+                              method="IHT-2SP")
 
 
 def iht_then_project(problem: LeastSquares, k: int, gamma: Constraint, iterations: int, *,
@@ -129,7 +167,8 @@ def iht_then_project(problem: LeastSquares, k: int, gamma: Constraint, iteration
     """
     k = check_sparsity(k, problem.d)
     run = projected_gradient(problem, lambda v: hard_threshold(v, k), iterations, eta=eta, w0=w0,
-                             violation=lambda w: feasibility_violation(w, k, gamma))
+                             violation=lambda w: feasibility_violation(w, k, gamma),
+                             method="IHT (then project)")
     w = two_step_projection(run.w, k, gamma)
     run.extra["unprojected_objective"] = run.final
     run.objective[-1] = problem.value(w)
@@ -142,14 +181,15 @@ def exact_projection_iht(problem: LeastSquares, k: int, gamma: Constraint, itera
     """Baseline 2: IHT with the exact projection onto ``B0(k) ∩ Γ`` (closed forms only)."""
     k = check_sparsity(k, problem.d)
     return projected_gradient(problem, lambda v: exact_sparse_projection(v, k, gamma), iterations,
-                              eta=eta, w0=w0, violation=lambda w: feasibility_violation(w, k, gamma))
+                              eta=eta, w0=w0, violation=lambda w: feasibility_violation(w, k, gamma),
+                              method="exact-projection IHT")
 
 
 def dense_reference(problem: LeastSquares, gamma: Constraint, iterations: int, *,
                     eta: float | None = None) -> RunResult:
     """Baseline 5: projected gradient onto Γ without sparsity (lower-bounds the objective)."""
     return projected_gradient(problem, gamma.project, iterations, eta=eta,
-                              violation=gamma.violation)
+                              violation=gamma.violation, method="dense projected gradient")
 
 
 def oracle(problem: LeastSquares, gamma: Constraint, support: np.ndarray, iterations: int, *,
@@ -157,7 +197,7 @@ def oracle(problem: LeastSquares, gamma: Constraint, support: np.ndarray, iterat
     """Projected gradient on the true support within Γ: the reference of binding settings."""
     support = np.asarray(support, dtype=int)
     return projected_gradient(problem, lambda v: gamma.project_restricted(v, support),
-                              iterations, eta=eta, violation=gamma.violation)
+                              iterations, eta=eta, violation=gamma.violation, method="oracle")
 
 
 def batch_schedule(n: int, b0: int, tau: float, steps: int) -> np.ndarray:
@@ -196,11 +236,14 @@ def hsg_ht_2sp(problem: LeastSquares, k: int, gamma: Constraint, *, b0: int, tau
     steps = steps_until_full(problem.n, b0, tau) + extra_full_steps
     sizes = batch_schedule(problem.n, b0, tau, steps)
     w = np.zeros(problem.d) if w0 is None else np.asarray(w0, dtype=float).copy()
+    scale = _objective_scale(problem, w)
     obj = np.empty(steps + 1)
     worst = 0.0
     start = time.perf_counter()
     for t, b in enumerate(sizes):
-        obj[t] = problem.value(w)  # evaluation only, not charged to the IFO counter
+        with np.errstate(over="ignore", invalid="ignore"):
+            obj[t] = problem.value(w)  # evaluation only, not charged to the IFO counter
+        _check_objective(obj[t], t, scale, fixed or 1.0 / problem.L, problem.L, "HSG-HT-2SP")
         rows = rng.choice(problem.n, size=b, replace=False) if b < problem.n else np.arange(b)
         eta = fixed if fixed is not None else 1.0 / (
             problem.L if b == problem.n else max(problem.L, problem.batch_smoothness(rows)))
@@ -209,10 +252,29 @@ def hsg_ht_2sp(problem: LeastSquares, k: int, gamma: Constraint, *, b0: int, tau
         _check_finite(step, t)
         w = two_step_projection(step, k, gamma)
         worst = max(worst, feasibility_violation(w, k, gamma))
-    obj[steps] = problem.value(w)
+    with np.errstate(over="ignore", invalid="ignore"):
+        obj[steps] = problem.value(w)
+    _check_objective(obj[steps], steps, scale, fixed or 1.0 / problem.L, problem.L, "HSG-HT-2SP")
     cost = np.concatenate([[0.0], np.cumsum(sizes, dtype=float)])
     return RunResult(w, obj, cost, worst, time.perf_counter() - start,
                      extra={"batch_sizes": sizes})
+
+
+class ZerothOrderArgs(BaseModel):
+    """The scalar arguments of the zeroth-order methods, checked before any query: the estimator
+    divides by ``q·μ``, so ``q = 0`` or ``μ = 0`` would otherwise surface as a bare
+    ZeroDivisionError (or a NaN gradient) deep inside the first iteration."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    q: int | None = Field(default=None, ge=1, description="directions per estimate")
+    q0: int | None = Field(default=None, ge=1, description="directions at the first step")
+    rho_q: float | None = Field(default=None, ge=1, description="growth factor of q_t")
+    q_max: int | None = Field(default=None, ge=1, description="cap on q_t")
+    mu: float = Field(gt=0, description="smoothing radius of the finite differences")
+    s2: int = Field(ge=1, description="size of each direction's random support")
+    iterations: int | None = Field(default=None, ge=1)
+    eta: float | None = Field(default=None, gt=0, description="step size")
 
 
 def random_directions(d: int, q: int, s2: int, rng: np.random.Generator) -> np.ndarray:
@@ -234,7 +296,9 @@ def zo_gradient(problem: LeastSquares, w: np.ndarray, q: int, s2: int, mu: float
 
     The factor ``d`` makes the estimator first-order unbiased, since ``E[u uᵀ] = I/d`` for
     ``u`` uniform on the sphere of a uniformly drawn ``s2``-subset (also for ``s2 < d``).
+    ``q >= 1`` and ``μ > 0`` are checked (:class:`ZerothOrderArgs`).
     """
+    ZerothOrderArgs(q=q, mu=mu, s2=s2)
     U = random_directions(problem.d, q, s2, rng)
     base, shifted = problem.values_along(w, U, mu)
     g = (problem.d / (q * mu)) * (U @ (shifted - base))
@@ -251,8 +315,9 @@ def _zeroth_order(problem: LeastSquares, k: int, gamma: Constraint, qs: np.ndarr
                   etas: np.ndarray, *, s2: int, mu: float, rng: np.random.Generator,
                   projection: Projection, feasible: Projection,
                   monitor: Callable[[np.ndarray], float] | None = None,
-                  monitor_every: int = 0) -> RunResult:
+                  monitor_every: int = 0, method: str = "zeroth-order IHT") -> RunResult:
     w = np.zeros(problem.d)
+    scale = _objective_scale(problem, w)
     watched: list[tuple[int, float]] = []
     T = qs.size
     obj = np.empty(T + 1)
@@ -264,6 +329,7 @@ def _zeroth_order(problem: LeastSquares, k: int, gamma: Constraint, qs: np.ndarr
         with np.errstate(over="ignore", invalid="ignore"):
             g, base, queries = zo_gradient(problem, w, int(qs[t]), s2, mu, rng)
             step = w - etas[t] * g
+        _check_objective(base, t, scale, float(etas[t]), problem.L, method)
         _check_finite(step, t, "zeroth-order gradient step")
         raw[t] = base
         obj[t] = problem.value(feasible(w))
@@ -272,7 +338,9 @@ def _zeroth_order(problem: LeastSquares, k: int, gamma: Constraint, qs: np.ndarr
         worst = max(worst, feasibility_violation(w, k, gamma))
         if monitor is not None and monitor_every and (t + 1) % monitor_every == 0:
             watched.append((t + 1, monitor(feasible(w))))
-    raw[T] = problem.value(w)
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw[T] = problem.value(w)
+    _check_objective(raw[T], T, scale, float(etas[-1]), problem.L, method)
     obj[T] = problem.value(feasible(w))
     return RunResult(w, obj, cost, worst, time.perf_counter() - start,
                      extra={"raw_objective": raw, "q": qs, "monitor": watched,
@@ -289,13 +357,14 @@ def szoht(problem: LeastSquares, k: int, gamma: Constraint, *, q: int, iteration
     2SP of an already k-sparse iterate) so it compares with the constrained methods, and
     ``extra['raw_objective']`` holds ``R(w_t)``.
     """
+    ZerothOrderArgs(q=q, mu=mu, s2=s2, iterations=iterations, eta=eta)
     k = check_sparsity(k, problem.d)
     qs = np.full(iterations, int(q))
     etas = np.full(iterations, float(eta))
     return _zeroth_order(problem, k, gamma, qs, etas, s2=s2, mu=mu, rng=rng,
                          projection=lambda v: hard_threshold(v, k),
                          feasible=lambda w: two_step_projection(w, k, gamma),
-                         monitor=monitor, monitor_every=monitor_every)
+                         monitor=monitor, monitor_every=monitor_every, method="SZOHT")
 
 
 def hzo_schedule(q0: int, rho_q: float, iterations: int, q_max: int | None = None) -> np.ndarray:
@@ -312,12 +381,14 @@ def hzo_ht_2sp(problem: LeastSquares, k: int, gamma: Constraint, *, q0: int, rho
     """HZO-HT-2SP: ``w_{t+1} = Π̄_k^Γ(w_t - η_t ĝ_{q_t}(w_t))`` with ``q_t = ⌈q_0 ρ_q^t⌉`` and
     ``η_t = q_t / ((q_t + d) L)``, so the estimator's variance vanishes and only the ``O(μ)``
     smoothing bias is left."""
+    ZerothOrderArgs(q0=q0, rho_q=rho_q, q_max=q_max, mu=mu, s2=s2, iterations=iterations)
     k = check_sparsity(k, problem.d)
     qs = hzo_schedule(q0, rho_q, iterations, q_max)
     etas = np.array([zo_step(int(q), problem.d, problem.L) for q in qs])
     run = _zeroth_order(problem, k, gamma, qs, etas, s2=s2, mu=mu, rng=rng,
                         projection=lambda v: two_step_projection(v, k, gamma),
-                        feasible=lambda w: w, monitor=monitor, monitor_every=monitor_every)
+                        feasible=lambda w: w, monitor=monitor, monitor_every=monitor_every,
+                        method="HZO-HT-2SP")
     return run
 
 

@@ -18,6 +18,11 @@ class NonFiniteGradientError(FloatingPointError):
     """A gradient (or an objective value) became NaN or infinite."""
 
 
+class DivergenceError(NonFiniteGradientError):
+    """An iterative method diverged: its objective became non-finite or grew past a bound
+    (typically a step size above the stable range ``η < 2/L``)."""
+
+
 @dataclass
 class LeastSquares:
     """``R(w) = (1/2n) ||Xw - y||²``; ``L = λ_max(XᵀX/n)`` is a global smoothness bound."""
