@@ -127,30 +127,35 @@ def test_rho_zero_moves_every_projectable_weight_by_minus_lr_sign():
 
 
 def test_svd_projector_is_an_orthogonal_projection():
-    """P^{-1}(P(.)) is idempotent and the residual is orthogonal to the projection."""
+    """P^{-1}(P(.)) is idempotent and the residual is orthogonal to the projection, to the
+    float32 accuracy of the basis (the official projector takes the SVD in float32)."""
     gen = torch.Generator().manual_seed(0)
     for shape in [(12, 8), (8, 12)]:
         g = torch.randn(*shape, generator=gen, dtype=torch.float64)
         proj = make_projector("svd", g, 0.5)
+        assert proj["proj_basis"].dtype == torch.float64
         full = project_back(proj, project(proj, g), g)
         again = project_back(proj, project(proj, full), g)
-        assert torch.allclose(full, again, atol=1e-12)
-        assert abs(float((g - full).mul(full).sum())) < 1e-10
+        assert torch.allclose(full, again, atol=1e-5)
+        assert abs(float((g - full).mul(full).sum())) < 1e-5 * float(g.norm() ** 2)
         # the subspace is the top-r singular subspace: the residual's norm is the tail energy
         s = torch.linalg.svdvals(g)
         r = round(0.5 * min(shape))
-        assert float((g - full).norm() ** 2) == pytest.approx(float((s[r:] ** 2).sum()))
+        assert float((g - full).norm() ** 2) == pytest.approx(float((s[r:] ** 2).sum()),
+                                                              rel=1e-5)
 
 
 def test_svd_step_equals_galore_when_gradient_is_inside_the_subspace():
-    """If rank(G) <= r, g_free = 0 and FRUGAL-SVD's step is GaLore's."""
+    """If rank(G) <= r, g_free is round-off only: FRUGAL-SVD with the SGD residual rule moves as
+    GaLore does (to round-off); with signSGD every non-zero round-off entry becomes a full
+    -eta_0 step, as in the official optimiser (no entry of the residual is dropped)."""
     gen = torch.Generator().manual_seed(1)
     w0 = torch.randn(16, 12, generator=gen) * 0.1
     u = torch.randn(16, 2, generator=gen)
     v = torch.randn(2, 12, generator=gen)
     scales = torch.randn(3, generator=gen).tolist()
-    weights = []
-    for state_free in ("sign_sgd", "no"):
+    weights, residual_signs = {}, []
+    for state_free in ("sgd", "no", "sign_sgd"):
         w = nn.Parameter(w0.clone())
         opt = Frugal([], [("w", w)], lr=1e-2, density=0.25, update_gap=1, projector="svd",
                      state_free=state_free)
@@ -160,10 +165,16 @@ def test_svd_step_equals_galore_when_gradient_is_inside_the_subspace():
             proj = make_projector("svd", w.grad, 0.25)
             residual = w.grad - project_back(proj, project(proj, w.grad), w.grad)
             assert float(residual.abs().max()) < 1e-5 * float(w.grad.abs().max())
+            if state_free == "sign_sgd":
+                residual_signs.append(residual.sign())
             opt.step()
-        weights.append(w.detach().clone())
-    assert torch.equal(weights[0], weights[1])
-    assert not torch.equal(weights[0], w0)
+        weights[state_free] = w.detach().clone()
+    assert torch.allclose(weights["sgd"], weights["no"], atol=1e-6, rtol=0)
+    assert not torch.equal(weights["no"], w0)
+    # sign_sgd = GaLore's step - eta_0 · sign(round-off) at each step (eta_0 = 1e-2)
+    expected = weights["no"] - 1e-2 * sum(residual_signs)
+    assert torch.allclose(weights["sign_sgd"], expected, atol=1e-6, rtol=0)
+    assert float((weights["sign_sgd"] - weights["no"]).abs().max()) > 5e-3
 
 
 def test_descending_block_order_cycles_through_all_tensors():
@@ -255,13 +266,14 @@ def test_state_floats_of_the_baselines():
 
 
 def test_block_adam_matches_frugal_block_without_state_free_update():
-    """BAdam with one layer per block == FRUGAL-block with rule 'no' when the tensor blocks
-    align with the layers (two independent code paths)."""
+    """On the block tensors alone, BAdam with one layer per block == FRUGAL-block with rule
+    'no' when the tensor blocks align with the layers (two independent code paths). With
+    regular parameters they differ by design: BAdam clears their state at every switch."""
     a, b = _twins(2)
-    reg_a, proj_a = split_parameters(a)
-    reg_b, proj_b = split_parameters(b)
-    badam = BlockAdam(reg_a, layer_blocks(proj_a, 2, 0.5), lr=1e-2, switch_every=3)
-    frugal = Frugal(reg_b, proj_b, lr=1e-2, density=0.5, update_gap=3, state_free="no")
+    _, proj_a = split_parameters(a)
+    _, proj_b = split_parameters(b)
+    badam = BlockAdam([], layer_blocks(proj_a, 2, 0.5), lr=1e-2, switch_every=3)
+    frugal = Frugal([], proj_b, lr=1e-2, density=0.5, update_gap=3, state_free="no")
     batches = _batches(9, seed=4)
     _run(a, badam, batches)
     _run(b, frugal, batches)

@@ -41,11 +41,6 @@ StateOnRefresh = Literal["reset", "keep", "reproject"]
 StateFull = Literal["adamw", "sgdm"]
 NamedParams = list[tuple[str, nn.Parameter]]
 
-# a residual entry within a few float32 round-offs of zero is zero: without this, sign() turns
-# the round-off left by G - P^{-1}(P(G)) for a gradient inside the subspace into full steps
-_ROUNDOFF = 64 * torch.finfo(torch.float32).eps
-
-
 def _check_density(density: float, name: str = "density") -> None:
     if not isinstance(density, int | float) or not 0.0 <= float(density) <= 1.0:
         raise ValueError(f"{name}: got {density!r}; expected a number in [0, 1]")
@@ -66,7 +61,9 @@ def split_parameters(
     (``<blocks>.*``: q, k, v, o, gate, up, down). Regular: everything else (token embeddings,
     RMSNorm weights, the output layer ``<logits>``). The ``proj_*`` flags move embeddings
     (``nn.Embedding``), norms (1-D weights) or the logits layer into the projectable set
-    (for the block projector; the ablation of a state-free logits layer). Model order is kept.
+    (for the block projector; the ablation of a state-free logits layer). The order is the
+    official one, which the block order walks: the block weights in model order, then the moved
+    parameters in model order.
     """
     linear_in_blocks: set[str] = set()
     embeddings: set[str] = set()
@@ -75,17 +72,18 @@ def split_parameters(
             linear_in_blocks.add(f"{mod_name}.weight")
         if isinstance(module, nn.Embedding):
             embeddings.add(f"{mod_name}.weight")
-    regular, projectable = [], []
+    regular, projectable, moved = [], [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        is_proj = (
-            name in linear_in_blocks
-            or (proj_embeds and name in embeddings)
-            or (proj_norms and param.ndim == 1)
-            or (proj_logits and name.startswith(f"{logits}."))
-        )
-        (projectable if is_proj else regular).append((name, param))
+        if name in linear_in_blocks:
+            projectable.append((name, param))
+        elif ((proj_embeds and name in embeddings) or (proj_norms and param.ndim == 1)
+              or (proj_logits and name.startswith(f"{logits}."))):
+            moved.append((name, param))
+        else:
+            regular.append((name, param))
+    projectable += moved
     if not projectable:
         raise ValueError(f"no projectable parameters: no nn.Linear under {blocks!r}")
     return regular, projectable
@@ -323,10 +321,9 @@ class Frugal(torch.optim.Optimizer):
                     if low.numel():
                         update = self._state_full_step(state, low, lr_full, group)
                         p.add_(project_back(state, update, grad))
+                    # every entry of the residual is kept, however small, as in the official
+                    # optimiser: sign() leaves only exact zeros unmoved
                     residual = grad - full
-                    if kind in ("right", "left"):
-                        scale = grad.abs().max()
-                        residual = residual.masked_fill(residual.abs() <= _ROUNDOFF * scale, 0.0)
                 if self.state_free == "sign_sgd":
                     p.add_(residual.sign(), alpha=-lr_free)
                 elif self.state_free == "sgd":
@@ -345,14 +342,18 @@ class Frugal(torch.optim.Optimizer):
 
 
 class BlockAdam(torch.optim.Optimizer):
-    """BAdam-equivalent block coordinate Adam (Luo et al. 2024, ``badam.BlockOptimizer``).
+    """BAdam block coordinate Adam, with the update semantics of ``badam.BlockOptimizer`` (Luo et
+    al. 2024; badam 1.4 wrapping ``torch.optim.Adam`` as the FRUGAL scripts build it).
 
     ``blocks`` lists the parameters of each block (groups of consecutive transformer layers);
     one block is trained by Adam at a time, switched every ``switch_every`` steps, in
-    ``descending`` (last layers first, as in the FRUGAL scripts) or ``ascending`` order. The
-    newly active block starts with fresh Adam state and the previous block's state is freed;
-    parameters of inactive blocks are frozen (no update). ``regular`` parameters (embeddings,
-    norms, output layer: BAdam's ``active_modules``) are always trained and keep their state.
+    ``descending`` (last layers first, as in the FRUGAL scripts) or ``ascending`` order.
+    Parameters of inactive blocks are frozen (no update). ``regular`` parameters (embeddings,
+    norms, output layer: BAdam's ``active_modules``) are always trained. At every switch the
+    *whole* Adam state is cleared, the always-active parameters' included, as the package does
+    (``base_optimizer.state = defaultdict(dict)``), so their bias correction restarts too.
+    ``weight_decay`` is ``torch.optim.Adam``'s (L2 added to the gradient), BAdam's base
+    optimiser; 0 in pre-training.
     """
 
     def __init__(
@@ -402,19 +403,18 @@ class BlockAdam(torch.optim.Optimizer):
         k = self.param_groups[0]["k"]
         active = self.active_block(k)
         if k % self.switch_every == 0:
-            for group in self.param_groups:
-                if group["block"] >= 0:
-                    for p in group["params"]:
-                        self.state.pop(p, None)
+            # the package clears all of its base optimiser's state at a block switch
+            self.state.clear()
         for group in self.param_groups:
             if group["block"] not in (-1, active):
                 continue
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                grad = p.grad
                 if group["weight_decay"]:
-                    p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(_adam_update(self.state[p], p.grad, group["lr"], group["betas"],
+                    grad = grad.add(p, alpha=group["weight_decay"])  # torch Adam's L2
+                p.add_(_adam_update(self.state[p], grad, group["lr"], group["betas"],
                                     group["eps"]))
         for group in self.param_groups:
             group["k"] = k + 1
@@ -447,9 +447,14 @@ class SignSGD(torch.optim.Optimizer):
 
 def layer_blocks(projectable: NamedParams, n_layers: int, density: float,
                  prefix: str = "layers") -> list[NamedParams]:
-    """BAdam blocks: groups of ``round(rho·L)`` consecutive layers (at least one layer)."""
+    """BAdam blocks as the FRUGAL scripts build them: ``int(rho·L)`` consecutive layers per
+    block (floor), which must divide the ``L`` layers into equal blocks."""
     _check_density(density)
-    per_block = max(1, math.floor(density * n_layers + 0.5))
+    per_block = int(density * n_layers)
+    if per_block < 1 or n_layers % per_block:
+        raise ValueError(f"density: {density!r} gives blocks of int({density!r}·{n_layers}) = "
+                         f"{per_block} layers, which cannot split {n_layers} layers into equal "
+                         "blocks (BAdam needs int(density·layers) >= 1 dividing layers)")
     blocks: list[NamedParams] = []
     for start in range(0, n_layers, per_block):
         layers = {str(i) for i in range(start, min(start + per_block, n_layers))}

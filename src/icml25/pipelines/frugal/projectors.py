@@ -20,7 +20,6 @@ the state that the memory accounting counts includes the projection matrices the
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import torch
@@ -30,14 +29,17 @@ MATRIX_PROJECTORS = ("svd", "random", "randperm")
 BlockOrder = Literal["descending", "ascending", "random"]
 
 
-def round_half_up(x: float) -> int:
-    """``round`` with halves going up (Python's ``round`` goes to even: ``round(2.5) == 2``)."""
-    return math.floor(x + 0.5)
+def official_round(x: float) -> int:
+    """Python's ``round`` (halves to even: ``round(10.5) == 10``), as the official code counts
+    active tensors (``round(len(params) * density)``) and subspace ranks
+    (``round(dim * density)``): 42 tensors at rho = 0.25 give 10 active ones, not 11."""
+    return round(float(x))
 
 
 def subspace_rank(shape: tuple[int, ...], density: float) -> int:
-    """Rank ``r = round(rho·min(m, n))`` of a matrix projector (side chosen by :func:`side`)."""
-    return round_half_up(density * min(shape))
+    """Rank ``r = round(rho·min(m, n))`` of a matrix projector (side chosen by :func:`side`):
+    the official ``round(n·rho)`` on the right side (``m >= n``), ``round(m·rho)`` on the left."""
+    return official_round(min(shape) * density)
 
 
 def side(shape: tuple[int, ...]) -> Literal["right", "left"]:
@@ -62,8 +64,9 @@ def make_projector(kind: ProjectorKind, grad: torch.Tensor, density: float,
     r = subspace_rank(grad.shape, density)
     small = n if which == "right" else m
     if kind == "svd":
-        work = grad if grad.dtype == torch.float64 else grad.float()  # fp32 at least
-        u, _, vh = torch.linalg.svd(work, full_matrices=False)
+        # the official GaLore projector takes the SVD in float32 whatever the gradient's dtype
+        # (bf16 and float64 alike) and casts the factor back to it
+        u, _, vh = torch.linalg.svd(grad.float(), full_matrices=False)
         basis = vh[:r].clone() if which == "right" else u[:, :r].clone()
     elif kind == "random":
         gauss = torch.randn(small, r, generator=generator, device="cpu")
@@ -132,13 +135,14 @@ def block_active_set(n_tensors: int, density: float, refresh: int, order: BlockO
                      seed: int = 0) -> list[int]:
     """Indices of the tensors that are state-full during refresh period ``refresh``.
 
-    ``n_act = round(rho·N)`` whole tensors (official block projector). ``descending`` starts at
+    ``n_act = round(rho·N)`` whole tensors with Python's rounding (official block projector,
+    :func:`official_round`). ``descending`` starts at
     the last tensor and takes ``n_act`` consecutive tensors going down; the next period continues
     below, cyclically. ``ascending`` mirrors it from the first tensor; ``random`` draws a
     uniform subset from a generator seeded by ``(seed, refresh)``, so the set is a pure function
     of the period (exact resume).
     """
-    n_act = round_half_up(density * n_tensors)
+    n_act = official_round(n_tensors * density)
     if n_act == 0 or n_tensors == 0:
         return []
     if order == "descending":
