@@ -84,12 +84,13 @@ def test_distributed_estimation_runs_end_to_end_on_test_config(kedro_project, ru
 
 def test_bad_bit_budget_stops_before_any_work(kedro_project, run_pipeline):
     with pytest.raises(ParameterError, match=r"distributed_estimation\.sweeps\.n_d2\.l"):
-        run_pipeline(NAME, env="test", params={NAME: {"sweeps": {"n_d2": {"l": [0]}}}})
+        run_pipeline(NAME, env="test", params={NAME: {"sweeps": {"n_d2": {"l": [-1]}}}})
     assert not any((kedro_project / "data/01_raw").iterdir())
 
 
 def _base(**sweep) -> dict:
     return {"seeds": [0], "functions": {"d2": {"kind": "d2", "s": 0.5}},
+            "models": {"density": {"noise": "density"}, "g": {"noise": "gaussian", "sigma": 0.5}},
             "grid": {}, "sim": {"base_seed": 1},
             "sweeps": {"a": {"role": "n_sweep", "function": "d2", "axis": "n", "m": [64],
                              "n": [1, 4], "l": [2], "protocols": ["layered"], **sweep}},
@@ -99,8 +100,9 @@ def _base(**sweep) -> dict:
 
 def test_parameter_refusals_name_the_full_key():
     validate_parameters(DistributedEstimationParams, _base(), NAME)
-    with pytest.raises(ParameterError, match=r"distributed_estimation\.sweeps\.a\.l: got \[0\]"):
-        validate_parameters(DistributedEstimationParams, _base(l=[0]), NAME)
+    validate_parameters(DistributedEstimationParams, _base(l=[0]), NAME)  # l = 0: uninformed
+    with pytest.raises(ParameterError, match=r"distributed_estimation\.sweeps\.a\.l: got \[-1\]"):
+        validate_parameters(DistributedEstimationParams, _base(l=[-1]), NAME)
     bad_s = _base()
     bad_s["functions"]["d2"]["s"] = 1.5
     with pytest.raises(ParameterError, match=r"distributed_estimation\.functions\.d2\.s"):
@@ -114,8 +116,9 @@ def test_parameter_refusals_name_the_full_key():
 
 
 def test_simulator_refuses_bad_points():
-    with pytest.raises(ValueError, match="l=0 < 1"):
-        check_point(Point(100, 4, 0), 8)
+    check_point(Point(100, 4, 0), 8)  # no bits: the uninformed estimate
+    with pytest.raises(ValueError, match="l=-1 < 0"):
+        check_point(Point(100, 4, -1), 8)
     with pytest.raises(ValueError, match="too small for any estimate"):
         check_point(Point(1, 4, 2), 8)
 

@@ -32,7 +32,7 @@ def test_every_message_fits_the_budget(case):
     m = int(rng.integers(1, 300))
     n = int(2 ** rng.integers(0, 10))
     a = int(2 ** rng.integers(1, 8))
-    l_bits = int(rng.integers(1, 9))
+    l_bits = int(rng.integers(0, 9))  # l = 0 included: an empty message
     p = _dirichlet(a, case)
     for name, protocol in P.PROTOCOLS.items():
         if name == "centralised":
@@ -93,7 +93,8 @@ def test_at_decoder_replays_from_the_transcript_alone():
     p = _dirichlet(8, 6)
     res = P.at(p, 500, 64, 3, np.random.default_rng(6), p_bound=p.max())
     again = P.at_decode(res.transcript, 64, 8, 500, 3, 3 * p.max())
-    assert np.array_equal(res.p_hat, again)
+    assert np.array_equal(res.p_raw, again)
+    assert np.array_equal(res.p_hat, P.project_simplex(again))
 
 
 def test_at_encoder_sees_only_its_own_data():
@@ -125,7 +126,8 @@ def test_dithered_median_inversion_is_exact_on_its_grid():
 def test_hash1bit_decoder_is_unbiased():
     p = _dirichlet(16, 8)
     reps = 60
-    est = np.stack([P.hash1bit(p, 800, 4, 2, np.random.default_rng(r), shared_seed=r).p_hat
+    # the decoder's raw output is unbiased (the reported estimate is its simplex projection)
+    est = np.stack([P.hash1bit(p, 800, 4, 2, np.random.default_rng(r), shared_seed=r).p_raw
                     for r in range(reps)])
     se = est.std(axis=0, ddof=1) / np.sqrt(reps)
     assert np.all(np.abs(est.mean(axis=0) - p) < 3.5 * se)
@@ -161,8 +163,8 @@ def test_forward_needs_enough_bits_and_protocols_refuse_bad_input():
     p = _dirichlet(16, 12)
     with pytest.raises(P.NotApplicable):
         P.forward(p, 10, 4, 3, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="l must be >= 1"):
-        P.bf(p, 10, 4, 0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="l must be >= 0"):
+        P.bf(p, 10, 4, -1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="probability"):
         P.at(np.array([0.5, np.nan]), 10, 4, 1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="1-D"):
@@ -173,6 +175,7 @@ def test_layered_choice_by_regime():
     assert P.layered_choice(64, 2, 3) == "bf"
     assert P.layered_choice(8, 256, 2) == "at"
     assert P.layered_choice(2, 3, 4) == "full"
+    assert P.layered_choice(64, 2, 0) == "uninformed"
 
 
 def test_at_fast_counts_match_literal_samples():

@@ -103,7 +103,11 @@ def test_bad_smoothness_and_sizes_are_refused(bias_d2):
     for s in (0.0, 1.5, -1.0, float("nan")):
         with pytest.raises(ValueError, match="smoothness"):
             T.check_smoothness(s)
-    with pytest.raises(ValueError, match="l=0"):
+    with pytest.raises(ValueError, match="l=-1"):
+        T.theory_rate(bias_d2, GRID, 100, 4, -1)
+    with pytest.raises(ValueError, match="uninformed"):  # l = 0 needs the no-data error
         T.theory_rate(bias_d2, GRID, 100, 4, 0)
+    assert T.closed_form_regime(100, 4, 0, 0.5) == "uninformed"
+    assert math.isnan(T.closed_form_rate(100, 4, 0, 0.5))
     with pytest.raises(ValueError, match="no K"):
         T.admissible_k([64, 128], 1, 1)

@@ -119,7 +119,11 @@ def slope_table(curves: pd.DataFrame, sweeps: Mapping[str, Mapping]) -> pd.DataF
             continue
         fixed = [c for c in ("m", "n", "l") if c != axis]
         for (protocol, *_), group in part.groupby(["protocol", *fixed]):
-            group = group.sort_values(axis)
+            # l = 0 (the uninformed estimate) has no rate: it is left out of every fit and
+            # does not count as a boundary neighbour of l = 1
+            group = group[group["l"] > 0].sort_values(axis)
+            if group.empty:
+                continue
             s = float(group["s"].iloc[0])
             labels = regime_labels(group, s)
             keep = interior_mask(labels)
@@ -229,7 +233,8 @@ def claim_metrics(curves: pd.DataFrame, slopes: pd.DataFrame, sim: pd.DataFrame,
     # (e) bits
     used = sim[sim["applicable"] & sim["bits_max"].notna()]
     out["bits_over_budget_max"] = float((used["bits_max"] - used["l"]).max())
-    out["bits_used_fraction_max"] = float((used["bits_max"] / used["l"]).max())
+    sent = used[used["l"] > 0]
+    out["bits_used_fraction_max"] = float((sent["bits_max"] / sent["l"]).max())
     # (f) regression variants
     reg = _sweeps_with(sweeps, "regression")
     rs = slopes[(slopes["protocol"] == ENVELOPE) & slopes["sweep"].isin(reg)

@@ -52,12 +52,13 @@ def make_functions(params: dict[str, Any]) -> pd.DataFrame:
     frames = []
     for fname, model in sorted({(s.function, s.model) for s in p.sweeps.values()}):
         fp = p.functions[fname]
-        g = base_function(fp.kind, fp.s, c=fp.c, levels=fp.levels, seed=fp.seed)
-        tm = make_model(model, g, clip_z=p.sim.clip_z)
+        g = base_function(fp.kind, fp.s, c=fp.c, levels=fp.levels, seed=fp.seed,
+                          ref=fp.callable, key=f"{PIPELINE}.functions.{fname}")
+        tm = make_model(model, g, clip_z=p.sim.clip_z, spec=p.models[model].spec())
         frames.append(pd.DataFrame({
             "function": fname, "model": model, "s": fp.s, "cell": np.arange(tm.f.size),
             "f": tm.f, "sigma": tm.sigma if tm.sigma is not None else np.nan,
-            "lo": tm.lo, "hi": tm.hi}))
+            "lo": tm.lo, "hi": tm.hi, "noise": tm.noise, "law": tm.law or ""}))
         logger.info("%s: %s/%s on %d cells, range [%.3f, %.3f]", PIPELINE, fname, model,
                     tm.f.size, tm.f.min(), tm.f.max())
     return pd.concat(frames, ignore_index=True)
@@ -73,11 +74,14 @@ def models_from_table(table: pd.DataFrame) -> dict[tuple[str, str], TrueModel]:
         f = g["f"].to_numpy(float)
         if not np.all(np.isfinite(f)):
             raise ValueError(f"true_functions {fname}/{model}: f contains NaN or inf")
-        if model == "density" and f.min() <= 0:
+        noise = str(g["noise"].iloc[0]) if "noise" in g else ""
+        if (noise or model) == "density" and f.min() <= 0:
             raise ValueError(f"true_functions {fname}: a density must stay above 0")
         sigma = g["sigma"].to_numpy(float)
+        law = str(g["law"].iloc[0]) if "law" in g and g["law"].iloc[0] else None
         out[(fname, model)] = TrueModel(model, f, None if np.isnan(sigma).all() else sigma,
-                                        float(g["lo"].iloc[0]), float(g["hi"].iloc[0]))
+                                        float(g["lo"].iloc[0]), float(g["hi"].iloc[0]),
+                                        noise=noise, law=law)
     return out
 
 
@@ -100,7 +104,8 @@ def theory_grid(true_functions: pd.DataFrame, params: dict[str, Any],
         for pt in _points(sweep):
             th = theory.theory_rate(bias.__getitem__, k_grid, pt.m, pt.n, pt.l,
                                     regression=tm.is_regression, scale=tm.scale, c_v=p.grid.c_v,
-                                    medium_log=p.grid.medium_log)
+                                    medium_log=p.grid.medium_log,
+                                    uninformed=tm.uninformed_ise())
             rows.append({"sweep": name, "model": sweep.model, "function": sweep.function,
                          "m": pt.m, "n": pt.n, "l": pt.l, "s": s, **th,
                          "bias_k_th": bias[th["k_th"]],
@@ -225,8 +230,9 @@ def _variant_metrics(curves: pd.DataFrame, sim: pd.DataFrame,
                    & sim["bits_max"].notna()]
         metrics["bits_max_over_budget"] = (float((used["bits_max"] - used["l"]).max())
                                            if len(used) else math.nan)
-        metrics["bits_used_fraction"] = (float((used["bits_mean"] / used["l"]).mean())
-                                         if len(used) else math.nan)
+        sent = used[used["l"] > 0]  # l = 0: nothing to use
+        metrics["bits_used_fraction"] = (float((sent["bits_mean"] / sent["l"]).mean())
+                                         if len(sent) else math.nan)
         out[protocol] = metrics
     return out
 

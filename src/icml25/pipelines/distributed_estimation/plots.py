@@ -25,7 +25,8 @@ STYLE = {"layered": ("k", "o", "-"), "envelope": ("0.4", "", ":"), "bf": ("C0", 
          "hash1bit": ("C4", "+", "-."), "localquant": ("C8", "d", "-."),
          "layered_theory_k": ("0.6", "o", ":")}
 REGIME_COLOURS = {"sparse": "#cfe2f3", "medium": "#fff2cc", "dense": "#d9ead3",
-                  "ultra_dense": "#ead1dc", "centralised": "#eeeeee"}
+                  "ultra_dense": "#ead1dc", "centralised": "#eeeeee",
+                  "uninformed": "#ffffff"}
 
 
 def _rate_panel(ax, part: pd.DataFrame, axis: str, bounds: pd.DataFrame, title: str,
@@ -53,7 +54,8 @@ def _rate_panel(ax, part: pd.DataFrame, axis: str, bounds: pd.DataFrame, title: 
                 ax.axvline(value, color=colour, ls=style, lw=1)
                 ax.text(value, ax.get_ylim()[1], lab, color=colour, va="top", ha="left",
                         fontsize=7)
-    ax.set_xscale("log", base=2)
+    if axis != "l":  # bits on a linear axis, so that l = 0 (the uninformed estimate) shows
+        ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(axis)
     ax.set_ylabel("ISE (oracle K, mean ± 95% CI)")
@@ -153,7 +155,8 @@ def make_figures(curves: pd.DataFrame, theory_rates: pd.DataFrame, bounds: pd.Da
         ax.legend(fontsize=7)
         ax.set_title("Histogram size: empirical argmin against the argmin of R_th", fontsize=9)
         figs["k_opt.png"] = fig
-    used = curves[curves["bits_max"].notna() & ~curves["protocol"].isin(["envelope"])]
+    used = curves[curves["bits_max"].notna() & ~curves["protocol"].isin(["envelope"])
+                  & (curves["l"] > 0)]
     if len(used):
         frac = (used["bits_max"] / used["l"]).groupby(used["protocol"]).max().sort_values()
         fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -20,6 +20,16 @@ Protocols (the inner layer of the layered scheme and the baselines):
 - ``centralised`` (no constraint), ``forward`` (raw samples), ``hash1bit`` (one bit per sample
   against a shared random set), ``localquant`` (stochastically quantised local frequencies).
 
+Every protocol's estimate is a probability vector: the decoder's raw output (``Result.p_raw``:
+AT, its non-interactive ablation, hashing and local quantisation estimate each symbol on its own
+and need not sum to 1 or stay >= 0) is projected in Euclidean norm onto the probability simplex
+(:func:`project_simplex`). The truth lies in that convex set, so the projection never increases
+the squared ℓ2 error, and a density estimate ``f̂ = K·p̂`` is non-negative and integrates to 1.
+
+With a budget of ``l = 0`` bits no terminal says anything: every bit-limited protocol returns the
+uninformed estimate, the uniform distribution, with an empty transcript (:func:`uninformed`).
+``centralised`` is the unconstrained oracle and ignores ``l``.
+
 Fast simulation draws each terminal's sufficient statistic exactly (multinomial counts; for BF the
 block counts and, by exchangeability, the first sample's symbol from the conditional ``p_s``);
 :func:`bf_encode_samples` and :func:`full_encode_samples` are the literal encoders on real samples
@@ -96,13 +106,52 @@ def _transcript(bits: np.ndarray) -> Transcript:
     return Transcript(bits, np.full(bits.shape[0], bits.shape[1], dtype=np.int64))
 
 
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of ``v`` onto ``{p : p >= 0, Σ p = 1}``: ``max(v - τ, 0)`` with the
+    one τ that makes it sum to 1 (sort-and-threshold, Held–Wolfe–Crowder 1974)."""
+    v = np.asarray(v, dtype=float)
+    if not np.all(np.isfinite(v)):
+        raise ValueError("estimate contains NaN or inf")
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    idx = np.arange(1, v.size + 1)
+    rho = np.nonzero(u - css / idx > 0)[0][-1]
+    return np.maximum(v - css[rho] / (rho + 1), 0.0)
+
+
 @dataclass
 class Result:
-    """A protocol run: the decoder's estimate of p and the transcript it was decoded from."""
+    """A protocol run: the estimate of p (a probability vector), the decoder's raw output
+    ``p_raw`` it was projected from, and the transcript it was decoded from."""
 
     p_hat: np.ndarray
     transcript: Transcript | None  # None: the unconstrained centralised oracle
     sub: str = ""
+    p_raw: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.p_raw is None:
+            self.p_raw = np.asarray(self.p_hat, dtype=float)
+            self.p_hat = project_simplex(self.p_raw)
+
+
+def uninformed(p: np.ndarray, m: int) -> Result:
+    """No bits: the decoder knows only the alphabet, so it outputs the uniform distribution;
+    every terminal's message is empty."""
+    a = np.asarray(p).size
+    tr = Transcript(np.zeros((m, 0), dtype=np.uint8), np.zeros(m, dtype=np.int64))
+    return Result(np.full(a, 1.0 / a), tr, sub="uninformed")
+
+
+def bit_limited(protocol: Callable[..., Result]) -> Callable[..., Result]:
+    """A bit-limited protocol: at ``l = 0`` it returns :func:`uninformed` (after the same
+    input checks), otherwise it runs."""
+    @functools.wraps(protocol)
+    def run(p, m, n, l_bits, rng, **kwargs) -> Result:
+        if l_bits == 0:
+            return uninformed(_check(p, m, n, l_bits), m)
+        return protocol(p, m, n, l_bits, rng, **kwargs)
+    return run
 
 
 def _check(p: np.ndarray, m: int, n: int, l_bits: int) -> np.ndarray:
@@ -113,8 +162,8 @@ def _check(p: np.ndarray, m: int, n: int, l_bits: int) -> np.ndarray:
         raise ValueError("p must be a finite probability vector summing to 1")
     if m < 1 or n < 1:
         raise ValueError(f"need m >= 1 terminals and n >= 1 samples, got m={m}, n={n}")
-    if l_bits < 1:
-        raise ValueError(f"bit budget l must be >= 1, got {l_bits}")
+    if l_bits < 0:
+        raise ValueError(f"bit budget l must be >= 0, got {l_bits}")
     return p
 
 
@@ -134,7 +183,7 @@ def terminal_counts(p: np.ndarray, groups: np.ndarray, n: int,
 # ---------------------------------------------------------------------------- centralised, FULL
 def centralised(p, m, n, l_bits, rng, **_) -> Result:
     """The unconstrained oracle: the histogram of all ``m·n`` samples."""
-    p = _check(p, m, n, max(l_bits, 1))
+    p = _check(p, m, n, max(l_bits, 0))
     counts = rng.multinomial(m * n, p)
     return Result(counts / (m * n), None)
 
@@ -179,6 +228,7 @@ def full_decode(tr: Transcript, a: int, m: int, n: int) -> np.ndarray:
     return counts.sum(axis=0) / (m * n)
 
 
+@bit_limited
 def full(p, m, n, l_bits, rng, **_) -> Result:
     """FULL: every terminal sends its data losslessly (the centralised histogram)."""
     p = _check(p, m, n, l_bits)
@@ -294,6 +344,7 @@ def bf_decode(tr: Transcript, layout: BFLayout, m: int, n: int) -> np.ndarray:
     return _normalise(mass[block_of] * _within_block(layout, n_hit, sym_counts))
 
 
+@bit_limited
 def bf(p, m, n, l_bits, rng, **_) -> Result:
     p = _check(p, m, n, l_bits)
     layout = BFLayout.of(p.size, n, l_bits)
@@ -301,6 +352,7 @@ def bf(p, m, n, l_bits, rng, **_) -> Result:
     return Result(bf_decode(tr, layout, m, n), tr)
 
 
+@bit_limited
 def bf_recursive(p, m, n, l_bits, rng, **_) -> Result:
     """BF whose block masses come from the first half of the terminals running the same
     subroutine (recursively) on the coarse alphabet of blocks; the second half gives ``p̂_s``."""
@@ -458,6 +510,7 @@ def _slot_counts(p: np.ndarray, m: int, n: int, c: int, rng: np.random.Generator
     return terminal_counts(p, p[bins], n, rng).reshape(-1)
 
 
+@bit_limited
 def at(p, m, n, l_bits, rng, p_bound=None, width_factor=3.0, **_) -> Result:
     p = _check(p, m, n, l_bits)
     c = min(l_bits, p.size)
@@ -467,6 +520,7 @@ def at(p, m, n, l_bits, rng, p_bound=None, width_factor=3.0, **_) -> Result:
     return Result(est, _transcript(bits.reshape(m, c)))
 
 
+@bit_limited
 def at_noninteractive(p, m, n, l_bits, rng, p_bound=None, width_factor=3.0, shared_seed=0,
                       **_) -> Result:
     """Ablation: the threshold is a shared uniform dither on [0, width], fixed in advance."""
@@ -484,6 +538,7 @@ def at_noninteractive(p, m, n, l_bits, rng, p_bound=None, width_factor=3.0, shar
 
 
 # ---------------------------------------------------------------------------------- baselines
+@bit_limited
 def forward(p, m, n, l_bits, rng, **_) -> Result:
     """Sample forwarding: ``⌊l/⌈log2 A⌉⌋`` raw samples per terminal (at most n)."""
     p = _check(p, m, n, l_bits)
@@ -505,6 +560,7 @@ def _shared_sets(shared_seed: int, chunk: int, rows: int, a: int) -> np.ndarray:
     return rng.integers(0, 2, size=(rows, a), dtype=np.int8)
 
 
+@bit_limited
 def hash1bit(p, m, n, l_bits, rng, shared_seed=0, **_) -> Result:
     """One bit per sample for the first ``min(n, l)`` samples: ``1{X ∈ S}``; unbiased decoder
     ``p̂_j = mean[(2·1{j ∈ S} - 1)(2·bit - 1)]`` (S includes each symbol independently, w.p. 1/2)."""
@@ -532,6 +588,7 @@ def hash1bit_decode(tr: Transcript, a: int, shared_seed: int) -> np.ndarray:
     return total / bits.size
 
 
+@bit_limited
 def localquant(p, m, n, l_bits, rng, p_bound=None, width_factor=3.0, quant_bits=2,
                **_) -> Result:
     """Local frequencies of ``⌊l/b⌋`` round-robin bins, each sent with b-bit unbiased stochastic
@@ -562,8 +619,10 @@ PROTOCOLS: dict[str, Callable[..., Result]] = {
 
 
 def layered_choice(a: int, n: int, l_bits: int) -> str:
-    """The layered protocol's inner layer by regime: FULL if every count fits, BF if n < A, else
-    AT."""
+    """The layered protocol's inner layer by regime: nothing to decode at ``l = 0``
+    (``uninformed``), FULL if every count fits, BF if n < A, else AT."""
+    if l_bits == 0:
+        return "uninformed"
     if l_bits >= full_bits_needed(a, n):
         return "full"
     return "bf" if n < a else "at"

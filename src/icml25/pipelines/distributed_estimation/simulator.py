@@ -5,7 +5,8 @@ See ``docs/papers/distributed_estimation.md``, "Data" and "Baselines". For each 
 distribution of the model is computed exactly, every protocol is simulated (its transcript is
 checked against the budget ``l`` bit by bit) and its integrated squared error recorded. The layered
 protocol is a deterministic rule over sub-protocols (``full``/``bf``/``at`` by regime), so its rows
-re-use the sub-protocol's run at the same seed. Seeds: one ``SeedSequence`` per
+re-use the sub-protocol's run at the same seed (at ``l = 0`` every bit-limited protocol gives the
+uninformed estimate, see :mod:`.protocols`). Seeds: one ``SeedSequence`` per
 (base seed, repetition, protocol, m, n, l, K).
 """
 
@@ -37,8 +38,8 @@ class Point:
 
 def check_point(point: Point, min_total_samples: int) -> None:
     """Refuse a point with no budget or too few samples for any estimate."""
-    if point.l < 1:
-        raise ValueError(f"bit budget l={point.l} < 1: a terminal must send at least one bit")
+    if point.l < 0:
+        raise ValueError(f"bit budget l={point.l} < 0: a terminal sends l >= 0 bits")
     if point.m < 1 or point.n < 1:
         raise ValueError(f"need m >= 1 and n >= 1, got m={point.m}, n={point.n}")
     if point.m * point.n < min_total_samples:
@@ -101,7 +102,9 @@ def simulate_sweep(name: str, model: TrueModel, points: Sequence[Point], k_grid:
                              "m": pt.m, "n": pt.n, "l": pt.l, "K": k, "A": a})
             if LAYERED in protocols:
                 sub = proto.layered_choice(a, pt.n, pt.l)
-                rows.append({"protocol": LAYERED, "sub": sub, **by_protocol[sub], "rep": rep,
+                # at l = 0 every sub-protocol returns the same uninformed estimate
+                run = by_protocol["bf" if sub == "uninformed" else sub]
+                rows.append({"protocol": LAYERED, "sub": sub, **run, "rep": rep,
                              "m": pt.m, "n": pt.n, "l": pt.l, "K": k, "A": a})
     frame = pd.DataFrame(rows)
     frame.insert(0, "sweep", name)

@@ -11,6 +11,10 @@ with ``b(K)`` the exact Haar bias of the true function, ``A = K`` (density) or `
 ``scale = (hi - lo)²``), and ``D_comm`` the communication term of that table. Log factors are
 dropped except in the medium regime. The closed-form regime boundaries in n are
 ``n1 = (ml)^{1/(2s+1)}/2^l``, ``n2 = (ml)^{1/(2s+1)}`` and ``n3 = (ml)^{2s+1}``.
+
+This curve is derived in icml25, not taken from the paper (whose rates are stated through an
+effective sample size we could not confirm). At ``l = 0`` nothing is communicated: the risk is
+that of the uninformed estimator (regime ``uninformed``), which the caller passes in.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-REGIMES = ("sparse", "medium", "dense", "ultra_dense", "centralised")
+REGIMES = ("sparse", "medium", "dense", "ultra_dense", "centralised", "uninformed")
 SMOOTHNESS_RANGE = (0.0, 1.0)  # Haar histograms attain the rate for 0 < s <= 1
 
 
@@ -83,14 +87,20 @@ def admissible_k(k_grid: Sequence[int], m: int, l_bits: int) -> list[int]:
 
 def theory_rate(bias_of: Callable[[int], float], k_grid: Sequence[int], m: int, n: int,
                 l_bits: int, regression: bool = False, scale: float = 1.0,
-                c_v: float = 1.0, medium_log: str = "continuous") -> dict:
+                c_v: float = 1.0, medium_log: str = "continuous",
+                uninformed: float | None = None) -> dict:
     """``R_th`` at one point: its value, the minimising K and the regime label at that K.
 
     The label is the branch of D_comm at K_th; a dense point whose K_th is capped by ``ml``
-    (rather than by the bias) is ``ultra_dense``.
+    (rather than by the bias) is ``ultra_dense``. At ``l = 0`` it is ``uninformed``, the error
+    of the estimator without data (the same for every K; K_th is the grid's smallest).
     """
-    if m < 1 or n < 1 or l_bits < 1:
-        raise ValueError(f"need m, n, l >= 1; got m={m}, n={n}, l={l_bits}")
+    if m < 1 or n < 1 or l_bits < 0:
+        raise ValueError(f"need m, n >= 1 and l >= 0; got m={m}, n={n}, l={l_bits}")
+    if l_bits == 0:
+        if uninformed is None:
+            raise ValueError("R_th at l = 0 needs the uninformed estimator's error")
+        return {"r_th": float(uninformed), "k_th": min(k_grid), "regime": "uninformed"}
     ks = admissible_k(k_grid, m, l_bits)
     vals = [rate_at_k(bias_of(k), k, m, n, l_bits, regression, scale, c_v, medium_log)
             for k in ks]
@@ -107,12 +117,17 @@ def theory_rate(bias_of: Callable[[int], float], k_grid: Sequence[int], m: int, 
 def boundaries(m: int, l_bits: int, s: float) -> dict[str, float]:
     """Closed-form boundaries in n at fixed (m, l) (the regime table of the docs page)."""
     check_smoothness(s)
+    if l_bits == 0:
+        return {"n1_sparse_medium": math.nan, "n2_medium_dense": math.nan,
+                "n3_dense_ultra": math.nan}
     root = (m * l_bits) ** (1.0 / (2 * s + 1))
     return {"n1_sparse_medium": root / 2**l_bits, "n2_medium_dense": root,
             "n3_dense_ultra": (m * l_bits) ** (2 * s + 1)}
 
 
 def closed_form_regime(m: int, n: float, l_bits: int, s: float) -> str:
+    if l_bits == 0:
+        return "uninformed"
     b = boundaries(m, l_bits, s)
     if n < b["n1_sparse_medium"]:
         return "sparse"
@@ -126,17 +141,19 @@ def closed_form_regime(m: int, n: float, l_bits: int, s: float) -> str:
 def asymptotic_slope_n(regime: str, s: float) -> float:
     """d log R / d log n of the closed-form rates."""
     return {"sparse": -s / (s + 1), "medium": 0.0, "dense": -s / (s + 1),
-            "ultra_dense": 0.0, "centralised": -2 * s / (2 * s + 1)}[regime]
+            "ultra_dense": 0.0, "centralised": -2 * s / (2 * s + 1), "uninformed": 0.0}[regime]
 
 
 def asymptotic_slope_m(regime: str, s: float) -> float:
     return {"sparse": -s / (s + 1), "medium": -2 * s / (2 * s + 1), "dense": -s / (s + 1),
-            "ultra_dense": -2 * s, "centralised": -2 * s / (2 * s + 1)}[regime]
+            "ultra_dense": -2 * s, "centralised": -2 * s / (2 * s + 1), "uninformed": 0.0}[regime]
 
 
 def closed_form_rate(m: int, n: float, l_bits: int, s: float) -> float:
     """The closed-form rate of the regime table (logs dropped, constants 1)."""
     regime = closed_form_regime(m, n, l_bits, s)
+    if regime == "uninformed":
+        return math.nan
     if regime == "sparse":
         return (m * n * 2**l_bits) ** (-s / (s + 1))
     if regime == "medium":
@@ -156,7 +173,7 @@ def local_slopes(x: Sequence[float], y: Sequence[float], log_x: bool = True) -> 
 def fit_slope(x: Sequence[float], y: Sequence[float], log_x: bool = True) -> float:
     """Least-squares slope of log y on log x (or on x); NaN with fewer than 2 points."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y) & (y > 0)
+    ok = np.isfinite(x) & np.isfinite(y) & (y > 0) & ((x > 0) if log_x else True)
     if np.unique(x[ok]).size < 2:
         return math.nan
     lx = np.log(x[ok]) if log_x else x[ok]
@@ -169,7 +186,9 @@ def rth_boundaries(bias_of: Callable[[int], float], k_grid: Sequence[int], m: in
     """Boundaries in n of R_th itself (exact bias, same K grid): where the regime label at K_th
     stops being sparse, and from where on it is dense (or beyond) for every larger n up to
     ``n_max``. At moderate m the minimising K is far below its asymptotic ``(ml)^{1/(2s+1)}``,
-    so these sit well below the closed-form n1, n2."""
+    so these sit well below the closed-form n1, n2. None at ``l = 0``."""
+    if l_bits == 0:
+        return {"rth_n1_sparse_medium": math.nan, "rth_n2_medium_dense": math.nan}
     labels = [theory_rate(bias_of, k_grid, m, n, l_bits, regression, scale, c_v,
                           medium_log)["regime"] for n in range(1, n_max + 1)]
     not_sparse = next((i + 1 for i, r in enumerate(labels) if r != "sparse"), math.nan)
