@@ -102,3 +102,61 @@ def test_torch_backend_agrees_with_numpy_in_distribution():
                                       800, seed=3, max_steps=50_000, backend=backend)
         means[backend] = mc.censored_mean(s.tau, s.censored)
     assert means["torch"] == pytest.approx(means["numpy"], rel=0.15)
+
+
+QUARTIC = Landscape("quartic", 1, lambda c, xp: c[0] ** 4 / 4, lambda c, xp: (c[0] ** 3,),
+                    lambda p: np.array([[3 * p[0] ** 2]]), ((-1e301, 1e301),))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_chains_that_overflow_are_diverged_never_hits(backend):
+    # from x0 = 1e200 one step on f = x⁴/4 overflows to -inf, which the half-line
+    # U = {x < -1e300} contains: a diverged chain, not a hit
+    target = Target("left_of", threshold=-1e300)
+    sample = mc.simulate_hitting_times(QUARTIC, NoiseLaw("gaussian", (0.1,)), 0.1, (1e200,),
+                                       target, 50, seed=0, max_steps=500, backend=backend)
+    assert sample.diverged.all() and sample.n_hits == 0 and sample.n_diverged == 50
+    assert not sample.censored.any() and np.all(sample.tau == 1)
+    # from x0 = 30 the iterates grow in magnitude with alternating sign (-2670, 1.9e9, ...)
+    # and never enter the ball U around 0: non-finite after a few steps, flagged, not censored
+    ball = Target("ball", center=(0.0,), radius=0.5)
+    sample = mc.simulate_hitting_times(QUARTIC, NoiseLaw("gaussian", (0.1,)), 0.1, (30.0,),
+                                       ball, 50, seed=0, max_steps=500, backend=backend)
+    assert sample.diverged.all() and not sample.censored.any() and np.all(sample.tau <= 10)
+    # the same law from a start in the well: nothing diverges, the chains hit
+    ok = mc.simulate_hitting_times(QUARTIC, NoiseLaw("gaussian", (1.0,)), 0.1, (-3.0,),
+                                   ball, 50, seed=0, max_steps=5000, backend=backend)
+    assert not ok.diverged.any() and ok.n_hits == 50
+
+
+def test_mixed_divergence_keeps_the_estimators_on_the_other_chains():
+    # one start per run, so mix two runs: the estimator leaves the diverged chains out
+    target = Target("ball", center=(0.0,), radius=0.5)
+    bad = mc.simulate_hitting_times(QUARTIC, NoiseLaw("gaussian", (0.1,)), 0.1, (30.0,),
+                                    target, 5, seed=1, max_steps=200)
+    good = mc.simulate_hitting_times(QUARTIC, NoiseLaw("gaussian", (1.0,)), 0.1, (-3.0,),
+                                     target, 200, seed=1, max_steps=5000)
+    import pandas as pd
+
+    from icml25.pipelines.sgd_hitting.experiments import fit_mc
+
+    rows = []
+    for eta in (0.1, 0.09):  # two η with the same samples: only the estimator is checked
+        for s in (bad, good):
+            rows.append(pd.DataFrame({"eta": eta, "tau": s.tau, "censored": s.censored,
+                                      "diverged": s.diverged}))
+    frame = pd.concat(rows, ignore_index=True)
+
+    class R:
+        name = "quartic"
+
+    fit = fit_mc(frame, R(), None, 0, np.random.default_rng(0))
+    assert fit["diverged_chains"] == [5, 5] and fit["diverged_total"] == 10
+    assert fit["means"][0] == pytest.approx(mc.censored_mean(good.tau, good.censored))
+
+
+def test_simulator_refuses_a_step_size_beyond_the_curvature_at_the_minima():
+    target = Target("ball", center=(0.0, 0.0), radius=0.25)
+    with pytest.raises(ValueError, match="diverges"):
+        mc.simulate_hitting_times(camel(), NoiseLaw("gaussian", (1.0, 1.0)), 0.2, (1.7, -0.8),
+                                  target, 10, 0, 10, curvature=12.25)

@@ -45,7 +45,7 @@ class Resolved:
 
 def landscape_of(p: SgdHittingParams, name: str) -> Landscape:
     cfg = p.landscapes[name]
-    return build_landscape(cfg.kind, cfg.options)
+    return build_landscape(cfg.kind, cfg.options, cfg.factory, f"landscapes.{name}")
 
 
 def critical_points_table(p: SgdHittingParams) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def points_from_table(table: pd.DataFrame, name: str, landscape: Landscape) -> \
 
 
 def noise_key(landscape: str, noise: NoiseLaw) -> str:
-    return f"{landscape}|{noise.kind}|{list(noise.scale)}|b{noise.batch}"
+    return f"{landscape}|{noise.key}"
 
 
 def resolve(p: SgdHittingParams, name: str, table: pd.DataFrame) -> Resolved:
@@ -90,7 +90,13 @@ def resolve(p: SgdHittingParams, name: str, table: pd.DataFrame) -> Resolved:
     graph = minima_graph(land, points_from_table(table, e.landscape, land))
     x0, idx, target = start_and_target(land, graph, e.start, e.start_minimum,
                                        e.target.model_dump())
-    return Resolved(name, land, graph, noise_from_config(e.noise.model_dump()), x0, idx, target)
+    noise = noise_from_config(e.noise.model_dump(), f"experiments.{name}.noise")
+    return Resolved(name, land, graph, noise, x0, idx, target)
+
+
+def max_curvature(r: Resolved) -> float:
+    """The largest Hessian eigenvalue over the landscape's minima (η·λ < 2 is required)."""
+    return max((max(m.eig) for m in r.graph.minima), default=0.0)
 
 
 def run_seed(seed: int, experiment_index: int, eta_index: int) -> int:
@@ -101,16 +107,21 @@ def run_seed(seed: int, experiment_index: int, eta_index: int) -> int:
 # -------------------------------------------------------------------------------- solvers
 def run_exact(r: Resolved, e: ExperimentParams) -> list[dict[str, Any]]:
     rows = []
+    walls = e.walls if e.walls is not None else r.landscape.box[0]
     for eta in e.etas:
-        h = ex.default_spacing(r.noise, eta) / e.grid_refine
-        kernel = ex.build_kernel(r.landscape, r.noise, eta, r.target, h, e.walls)
-        mean = ex.mean_hitting_time(kernel, float(r.x0[0]))
-        trusted = bool(0 <= mean < ex.TRUST_LIMIT)
+        h = ex.default_spacing(r.noise, eta, walls=walls) / e.grid_refine
+        kernel = ex.build_kernel(r.landscape, r.noise, eta, r.target, h, e.walls,
+                                 curvature=max_curvature(r))
+        sol = ex.solve_hitting_time(kernel, float(r.x0[0]))
+        mean = sol.mean
+        # float64 resolves E τ while the condition number ‖I-P‖·max u stays far below 1/ε
+        trusted = bool(0 <= mean < ex.TRUST_LIMIT and sol.condition < ex.CONDITION_LIMIT)
         median = math.nan
         if e.median and trusted:
             median = ex.median_hitting_time(kernel, float(r.x0[0]))
         rows.append({"experiment": r.name, "eta": eta, "mean": mean, "median": median,
-                     "n_states": len(kernel.transient), "h": h, "trusted": trusted})
+                     "n_states": len(kernel.transient), "h": h, "trusted": trusted,
+                     "condition": sol.condition, "residual": sol.residual})
     return rows
 
 
@@ -118,8 +129,14 @@ def run_exact(r: Resolved, e: ExperimentParams) -> list[dict[str, Any]]:
 def fit_mc(frame: pd.DataFrame, r: Resolved, e: ExperimentParams, n_boot: int,
            rng: np.random.Generator) -> dict[str, Any]:
     """Fits of one seed's Monte-Carlo sample (all step sizes of one experiment)."""
-    samples, means, medians, ks, etas, hits = [], [], [], [], [], []
+    samples, means, medians, ks, etas, hits, diverged = [], [], [], [], [], [], []
     for eta, g in frame.groupby("eta", sort=False):
+        # diverged chains (non-finite states) are no hits and no censored times: left out
+        bad = g["diverged"].to_numpy(bool) if "diverged" in g else np.zeros(len(g), bool)
+        diverged.append(int(bad.sum()))
+        g = g[~bad]
+        if g.empty:
+            raise ValueError(f"{r.name}: every chain diverged at η = {eta}")
         tau = g["tau"].to_numpy()
         cens = g["censored"].to_numpy(bool)
         m = mc.censored_mean(tau, cens)
@@ -136,6 +153,7 @@ def fit_mc(frame: pd.DataFrame, r: Resolved, e: ExperimentParams, n_boot: int,
               else (math.nan, math.nan))
     return {
         "etas": etas, "means": means, "medians": medians, "ks": ks, "hit_fraction": hits,
+        "diverged_chains": diverged, "diverged_total": int(sum(diverged)),
         "slope": fit["slope"], "slope_ci": [lo, hi], "r2": fit["r2"],
         "intercept": fit["intercept"], "local_slopes": fit["local_slopes"],
         "local_slope": fit["local_slope"], "slope_logtau": raw["slope"],
@@ -158,7 +176,9 @@ def fit_exact(frame: pd.DataFrame) -> dict[str, Any]:
             "local_slope": fit["local_slope"], "slope_logtau": raw["slope"],
             "r2_logtau": raw["r2"], "median_slope": med["slope"],
             "median_local_slope": med["local_slope"], "slope_ci": [math.nan, math.nan],
-            "ks_max": math.nan}
+            "ks_max": math.nan, "diverged_total": 0,
+            "max_condition": float(frame["condition"].max()) if "condition" in frame
+            else math.nan}
 
 
 def kramers_ratio(r: Resolved, pred: dict[str, Any], eta: float, mean: float) -> float:
@@ -205,6 +225,8 @@ def experiment_metrics(name: str, fits: list[dict[str, Any]], pred: dict[str, An
         f"{name}.slope_ci_high": [_finite_or_nan(f["slope_ci"][1]) for f in fits],
         f"{name}.ks_max": [f["ks_max"] for f in fits],
         f"{name}.anchor_dev_over_tol": [anchor_deviation(f, e) for f in fits],
+        f"{name}.diverged_chains": [float(f.get("diverged_total", 0)) for f in fits],
+        f"{name}.max_condition": [_finite_or_nan(f.get("max_condition")) for f in fits],
     }
     out = {}
     for v in VARIANTS:

@@ -302,8 +302,32 @@ def mexican_hat(box: tuple[tuple[float, float], ...] = ((-2.0, 2.0), (-2.0, 2.0)
     return Landscape("mexican_hat", 2, f, grad, hess, box)
 
 
-def build_landscape(kind: str, options: dict[str, Any]) -> Landscape:
-    """Construct a landscape from its configured ``kind`` and keyword ``options``."""
+def build_landscape(kind: str, options: dict[str, Any], factory: str | None = None,
+                    where: str = "landscape") -> Landscape:
+    """Construct a landscape from its configured ``kind`` and keyword ``options``.
+
+    ``kind: custom``: ``factory`` names a Python callable ``"module:attr"`` that is called with
+    ``**options`` and returns a :class:`Landscape` (user-defined losses, no code edits here)."""
+    if kind == "custom":
+        from icml25.pipelines.sgd_hitting.named_callables import load_callable
+        if not factory:
+            raise ValueError(f"{where}.factory: a custom landscape needs a factory "
+                             "'module:attr'")
+        make = load_callable(factory, f"{where}.factory")
+        try:
+            land = make(**dict(options))
+        except TypeError as err:
+            raise ValueError(f"{where}.options: do not fit the factory {factory!r}: {err}") \
+                from None
+        if not isinstance(land, Landscape):
+            raise ValueError(f"{where}.factory: {factory!r} returned {type(land).__name__}, "
+                             "not a Landscape")
+        if len(land.box) != land.dim or any(not lo < hi for lo, hi in land.box):
+            raise ValueError(f"{where}.factory: {factory!r} returned a {land.dim}-D landscape "
+                             f"with box {land.box}; expected one (low, high) per coordinate")
+        return land
+    if factory is not None:
+        raise ValueError(f"{where}.factory: only a custom landscape takes a factory")
     makers: dict[str, Callable[..., Landscape]] = {
         "tilted_double_well": tilted_double_well, "three_well": three_well,
         "cosine_bumps": cosine_bumps, "sine_neuron": sine_neuron, "camel": camel,

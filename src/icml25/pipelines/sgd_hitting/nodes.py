@@ -141,19 +141,20 @@ def _mc_job(params: dict[str, Any], critical_points: pd.DataFrame, name: str, se
     seed_everything(seed)
     sample = mc.simulate_hitting_times(
         r.landscape, r.noise, eta, tuple(r.x0), r.target, e.n_chains,
-        xp.run_seed(seed, index, k), e.max_steps, e.stop_fraction, p.block, p.backend, p.device)
+        xp.run_seed(seed, index, k), e.max_steps, e.stop_fraction, p.block, p.backend, p.device,
+        curvature=xp.max_curvature(r))
     logger.info("sgd_hitting MC %s seed %d η=%g: %d/%d hit by %d, mean %.4g, %.3g "
                 "chain-steps/s", name, seed, eta, sample.n_hits, e.n_chains, sample.stop,
                 mc.censored_mean(sample.tau, sample.censored),
                 sample.chain_steps / max(sample.seconds, 1e-9))
     return pd.DataFrame({
         "experiment": name, "seed": seed, "eta": eta, "chain": np.arange(e.n_chains),
-        "tau": sample.tau, "censored": sample.censored, "stop": sample.stop,
-        "chain_steps": sample.chain_steps, "seconds": sample.seconds})
+        "tau": sample.tau, "censored": sample.censored, "diverged": sample.diverged,
+        "stop": sample.stop, "chain_steps": sample.chain_steps, "seconds": sample.seconds})
 
 
-MC_COLUMNS = ["experiment", "seed", "eta", "chain", "tau", "censored", "stop", "chain_steps",
-              "seconds"]
+MC_COLUMNS = ["experiment", "seed", "eta", "chain", "tau", "censored", "diverged", "stop",
+              "chain_steps", "seconds"]
 
 
 def _process_workers(n_workers: int) -> int:
@@ -246,7 +247,7 @@ def exact_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]) -
         r = xp.resolve(p, name, critical_points)
         rows += xp.run_exact(r, p.experiments[name])
     return pd.DataFrame(rows, columns=["experiment", "eta", "mean", "median", "n_states", "h",
-                                       "trusted"])
+                                       "trusted", "condition", "residual"])
 
 
 # --------------------------------------------------------------------------------- fits
@@ -326,6 +327,11 @@ def collect_metrics(scaling_fits: dict[str, Any], energies: dict[str, Any],
         return np.array([_num(f[e.compare]) for f in scaling_fits[name]["fits"]])
 
     derived: dict[str, Any] = {}
+    mc_names = [n for n, e in p.experiments.items() if e.solver == "mc"]
+    if mc_names:  # chains that overflowed (never counted as hits), per seed over every MC run
+        derived["mc.diverged_chains"] = np.sum(
+            [[_num(f.get("diverged_total", 0)) for f in scaling_fits[n]["fits"]]
+             for n in mc_names], axis=0).tolist()
     for a, b in zip(d.noise_order, d.noise_order[1:], strict=False):
         derived[f"order.{b}_minus_{a}"] = (slopes(b) - slopes(a)).tolist()
     for key, pair in (("batch_ratio", d.batch_ratio), ("batch_ratio_exact", d.batch_ratio_exact)):

@@ -21,24 +21,38 @@ from icml25.pipelines.sgd_hitting.landscapes import build_landscape
 
 
 class LandscapeParams(ParamsModel):
+    """A built-in landscape, or ``kind: custom`` with ``factory: "module:attr"`` (a callable
+    returning a :class:`~icml25.pipelines.sgd_hitting.landscapes.Landscape`, called with
+    ``**options``)."""
+
     kind: Literal["tilted_double_well", "three_well", "camel", "mexican_hat", "cosine_bumps",
-                  "sine_neuron"]
+                  "sine_neuron", "custom"]
     options: dict[str, Any] = Field(default_factory=dict)
+    factory: str | None = None
 
     @model_validator(mode="after")
     def _builds(self) -> LandscapeParams:
         try:
-            build_landscape(self.kind, self.options)
+            build_landscape(self.kind, self.options, self.factory)
         except TypeError as err:
             raise ValueError(f"options do not fit landscape {self.kind!r}: {err}") from None
         return self
 
 
 class NoiseParams(ParamsModel):
-    kind: Literal["gaussian", "rademacher", "centred_exp", "minibatch", "student_t"]
+    """A noise law. Beyond the built-in kinds: ``covariance`` (a full constant Σ, Gaussian),
+    ``scale_fn: "module:attr"`` (a state-dependent σ(x), ``scale_fn(coords, xp)`` → one array
+    per coordinate), ``kind: custom`` with ``law: "module:attr"`` called with ``**options``
+    (the unit law ξ, see :mod:`~icml25.pipelines.sgd_hitting.noise_laws`)."""
+
+    kind: Literal["gaussian", "rademacher", "centred_exp", "minibatch", "student_t", "custom"]
     scale: float | list[float] = 1.0
     batch: int = Field(default=1, ge=1)
     nu: float = Field(default=3.0, gt=0)
+    covariance: list[list[float]] | None = None
+    scale_fn: str | None = None
+    law: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("scale")
     @classmethod
@@ -53,7 +67,14 @@ class NoiseParams(ParamsModel):
         if self.kind == "student_t":
             raise ValueError("noise 'student_t' has no finite moment generating function: it is "
                              "outside the theory (large-deviation costs and E are undefined)")
+        if (self.law is not None) != (self.kind == "custom"):
+            raise ValueError("law: a custom noise kind needs law 'module:attr', and only it")
+        from icml25.pipelines.sgd_hitting.noise_laws import noise_from_config
+        noise_from_config(self.model_dump())  # imports the callables, checks Σ and the law
         return self
+
+    def constant_scales(self) -> list[float]:
+        return self.scale if isinstance(self.scale, list) else [self.scale]
 
 
 class TargetParams(ParamsModel):
@@ -124,11 +145,11 @@ class DerivedParams(ParamsModel):
 
 
 @lru_cache(maxsize=64)
-def _max_curvature(kind: str, options_json: str) -> float:
+def _max_curvature(kind: str, options_json: str, factory: str | None = None) -> float:
     """Largest Hessian eigenvalue over the landscape's minima (cached per landscape)."""
     from icml25.pipelines.sgd_hitting.critical_points import find_critical_points
 
-    landscape = build_landscape(kind, json.loads(options_json))
+    landscape = build_landscape(kind, json.loads(options_json), factory)
     pts = find_critical_points(landscape, 4001 if landscape.dim == 1 else 400)
     return max((max(p.eig) for p in pts if p.kind == "minimum"), default=0.0)
 
@@ -165,7 +186,8 @@ class SgdHittingParams(ParamsModel):
                 raise ValueError(f"{key}.landscape: {exp.landscape!r} is not one of "
                                  f"{sorted(self.landscapes)}")
             land = self.landscapes[exp.landscape]
-            landscape = build_landscape(land.kind, land.options)
+            landscape = build_landscape(land.kind, land.options, land.factory,
+                                        f"landscapes.{exp.landscape}")
             if exp.start is not None:
                 try:
                     landscape.check_inside(np.asarray(exp.start, float))
@@ -176,7 +198,17 @@ class SgdHittingParams(ParamsModel):
                                  f"(sine_neuron); {land.kind} has no per-sample gradients")
             if landscape.dim > 1 and exp.solver == "exact":
                 raise ValueError(f"{key}.solver: the exact solver is 1-D only")
-            curvature = _max_curvature(land.kind, json.dumps(land.options, sort_keys=True))
+            noise = exp.noise
+            if noise.covariance is not None and len(noise.covariance) != landscape.dim:
+                raise ValueError(f"{key}.noise.covariance: {len(noise.covariance)}×"
+                                 f"{len(noise.covariance)} for a {landscape.dim}-D landscape")
+            if exp.solver == "exact" and noise.kind != "minibatch" and noise.scale_fn is None \
+                    and noise.covariance is None and min(noise.constant_scales()) <= 0:
+                raise ValueError(f"{key}.noise.scale: σ = {noise.scale}; the exact solver needs "
+                                 "σ > 0 (with no noise, I - P_TT is singular wherever the "
+                                 "deterministic path misses U)")
+            curvature = _max_curvature(land.kind, json.dumps(land.options, sort_keys=True),
+                                       land.factory)
             worst = max(exp.etas) * curvature
             if worst >= 2:
                 raise ValueError(f"{key}.etas: η·λ_max = {worst:.3g} ≥ 2 at a minimum of "

@@ -72,10 +72,11 @@ def cost_matrix(landscape: Landscape, graph: MinimaGraph, noise: NoiseLaw,
             else:
                 if a in graph.targets:
                     continue
-                if noise.kind != "gaussian":
+                if noise.kind != "gaussian" or noise.state_dependent:
                     raise ValueError(f"{landscape.name}: 2-D costs are implemented for Gaussian "
-                                     f"noise (gMAM); got {noise.kind!r}")
-                cov = np.diag([noise.sd(k) ** 2 for k in range(landscape.dim)])
+                                     f"noise of constant covariance (gMAM); got {noise.name!r}"
+                                     f"{' with a state-dependent scale' if noise.state_dependent else ''}")
+                cov = noise.covariance_matrix(landscape.dim)
                 cost, path = gmam(landscape, np.array(graph.minima[a].x),
                                   np.array(graph.minima[b].x), cov, via=np.array(saddle.x),
                                   **(gmam_options or {}))
@@ -158,8 +159,7 @@ def predict(landscape: Landscape, graph: MinimaGraph, costs: np.ndarray, costs_g
     }
     out["eyring_kramers"] = math.nan
     out["kramers_saddle"] = None
-    iso = len({round(noise.sd(k), 12) for k in range(landscape.dim)}) == 1
-    if start_idx not in w and noise.kind != "minibatch" and iso:
+    if start_idx not in w and noise.isotropic_constant:
         # the cheapest Gaussian exit of the start well
         options = [(costs_gauss[start_idx, j], s) for i, j, s in graph.pairs if i == start_idx] \
             + [(costs_gauss[start_idx, i], s) for i, j, s in graph.pairs if j == start_idx]
