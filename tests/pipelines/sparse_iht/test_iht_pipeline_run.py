@@ -35,8 +35,8 @@ def test_sparse_iht_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     metrics = json.loads((out / "metrics.json").read_text())
     variants = set(metrics["metrics"])
     assert {"iht_2sp", "iht_then_project", "exact_iht", "iht_2sp_warm", "lasso", "lasso_refit",
-            "omp_project", "dense_reference", "hsg_ht_2sp", "hzo_ht_2sp", "szoht_q10",
-            "szoht_q40"} == variants
+            "omp_project", "dense_reference", "exhaustive_best", "hsg_ht_2sp", "hzo_ht_2sp",
+            "szoht_q10", "szoht_q40"} == variants
     names = set(metrics["metrics"]["iht_2sp"])
     for variant in variants:
         assert set(metrics["metrics"][variant]) <= names | {f"{n}_std" for n in names}
@@ -72,7 +72,23 @@ def test_sparse_iht_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     figures = {p.name for p in (out / "figures").iterdir()}
     assert figures == {"tradeoff.png", "curves.png", "zeroth_order.png", "support_recall.png",
-                       "real_data.png"}
+                       "real_data.png", "index_tracking.png"}
+    # index tracking: generated markets per seed, the real index as one deterministic value
+    for variant in ("iht_2sp", "iht_2sp_warm", "lasso_refit", "omp_project", "exhaustive_best"):
+        for dataset in ("synthetic", "nasdaq"):
+            for k in (2, 3):
+                for m in ("objective", "gap_best", "te_in", "te_out"):
+                    assert _finite(metrics["metrics"][variant][f"index.{dataset}.k{k}.{m}"])
+                assert metrics["metrics"][variant][f"index.{dataset}.k{k}.gap_best"] >= -1e-9
+    assert len(metrics["per_seed"]["iht_2sp"]["index.synthetic.k2.gap_best"]) == 2
+    assert len(metrics["per_seed"]["iht_2sp"]["index.nasdaq.k2.gap_best"]) == 1
+    assert metrics["metrics"]["exhaustive_best"]["index.nasdaq.k3.gap_best"] == 0
+    tracking = pd.concat([pd.read_parquet(
+        kedro_project / f"data/07_model_output/sparse_iht/{name}.parquet")
+        for name in ("index_results", "index_real_results")])
+    sparse = tracking[tracking["method"] != "dense_reference"]
+    assert (sparse["violation"] <= 1e-12).all() and (sparse["nnz"] <= sparse["k"]).all()
+    assert set(tracking["dataset"]) == {"synthetic", "nasdaq"}
     for dataset, k in (("breast_cancer", 3), ("breast_cancer", 5), ("diabetes", 5)):
         assert _finite(metrics["metrics"]["iht_2sp"][f"{dataset}.k{k}.test_objective"])
     assert 0.5 < metrics["metrics"]["iht_2sp"]["breast_cancer.k5.test_accuracy"] <= 1
@@ -87,7 +103,7 @@ def test_sparse_iht_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     n = seed_shards()
     for k in range(n):
         for experiment in ("first_order", "exhaustive", "stochastic", "zeroth_order",
-                           "real_data"):
+                           "real_data", "index_tracking"):
             shard = pd.read_parquet(model_out / f"shards/{experiment}_results_shard_{k}.parquet")
             assert (set(shard["seed"]) if len(shard) else set()) == {
                 i for i in (0, 1) if i % n == k}, (experiment, k)
@@ -172,5 +188,6 @@ def test_empty_or_missing_tables_get_a_clear_error():
         nodes.run_first_order(problems.drop(columns=["budget"]), params)
     with pytest.raises(ValueError, match="fo_results is empty"):
         nodes.judge_claims(pd.DataFrame(), pd.DataFrame({"a": [1]}), pd.DataFrame({"a": [1]}),
+                           pd.DataFrame({"a": [1]}), pd.DataFrame({"a": [1]}),
                            pd.DataFrame({"a": [1]}), pd.DataFrame({"a": [1]}), params,
                            {"env": "test"})

@@ -42,6 +42,8 @@ def test_tables_come_back_setting_by_setting_in_seed_list_order(n):
     seeds_only = [_table(shard_seeds(SEEDS, k, n), None) for k in range(n)]
     pd.testing.assert_frame_equal(nodes.merge_real_data(PARAMS, *seeds_only),
                                   _table(SEEDS, None))
+    pd.testing.assert_frame_equal(nodes.merge_index_tracking(PARAMS, *seeds_only),
+                                  _table(SEEDS, None))
 
 
 def test_shards_of_another_seed_list_or_order_are_refused():
@@ -58,5 +60,6 @@ def test_shards_of_another_seed_list_or_order_are_refused():
 def test_a_shard_without_seeds_runs_nothing():
     empty_shard = len(SEEDS)  # shard 5 of 6 takes seeds[5::6] = []
     assert nodes.run_real_data(PARAMS, shard=empty_shard, n_shards=6).empty
+    assert nodes.run_index_tracking(PARAMS, shard=empty_shard, n_shards=6).empty
     results, traces = nodes.run_stochastic(PARAMS, shard=empty_shard, n_shards=6)
     assert results.empty and traces.empty

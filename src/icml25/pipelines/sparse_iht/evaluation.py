@@ -40,7 +40,11 @@ DESCRIPTIONS = {
                    "step": "1/max(L, L_batch)"},
     "hzo_ht_2sp": {"projection": "2SP", "gradient": "zeroth order, q_t = ceil(q0 rho_q^t)",
                    "step": "q_t/((q_t + d) L)"},
+    "exhaustive_best": {"solver": "every subset of at most k assets, closed-form KKT points",
+                        "used_in": "index tracking (R*)"},
 }
+#: Index-tracking metrics (``index.<dataset>.k<k>.<metric>``).
+INDEX_METRICS = ("objective", "gap_best", "te_in", "te_out", "nnz")
 
 
 def ratio_key(ratio: float) -> str:
@@ -58,15 +62,23 @@ REAL_METRICS = {"breast_cancer": ("train_objective", "test_objective", "test_acc
 
 def variant_metrics(synthetic: pd.DataFrame, small: pd.DataFrame, stochastic: pd.DataFrame,
                     zeroth: pd.DataFrame, seeds: list[int],
-                    real: pd.DataFrame | None = None) -> dict[str, dict[str, list[float]]]:
-    """``{variant: {metric: per-seed values}}`` with identical metric names for every variant."""
+                    real: pd.DataFrame | None = None, index: pd.DataFrame | None = None,
+                    index_real: pd.DataFrame | None = None) -> dict[str, dict[str, list[float]]]:
+    """``{variant: {metric: per-seed values}}`` with identical metric names for every variant.
+
+    Index tracking on generated markets gives per-seed values; on real prices (one
+    deterministic instance per index, seed -1) a single value per metric."""
     nan = [math.nan] * len(seeds)
     settings = list(dict.fromkeys(synthetic["setting"]))
     ratios = sorted(synthetic["k_ratio"].dropna().unique())
     small_settings = list(dict.fromkeys(small["setting"]))
     small_ratios = sorted(small["k_ratio"].unique())
     zo_variants = list(dict.fromkeys(zeroth["method"]))
-    variants = [*FIRST_ORDER, "hsg_ht_2sp", *zo_variants]
+    tracking = pd.concat([f for f in (index, index_real) if f is not None and len(f)],
+                         ignore_index=True) if any(
+        f is not None and len(f) for f in (index, index_real)) else pd.DataFrame()
+    extra = [m for m in dict.fromkeys(tracking.get("method", [])) if m not in FIRST_ORDER]
+    variants = [*FIRST_ORDER, *extra, "hsg_ht_2sp", *zo_variants]
     out: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
 
     for v in variants:
@@ -103,6 +115,14 @@ def variant_metrics(synthetic: pd.DataFrame, small: pd.DataFrame, stochastic: pd
                     at = at_set[(at_set["k"] == k) & (at_set["method"] == v)]
                     for m in names:
                         metrics[f"{dataset}.k{k}.{m}"] = _per_seed(at, m, seeds) if len(at) else nan
+        for dataset in dict.fromkeys(tracking.get("dataset", [])):
+            at_set = tracking[tracking["dataset"] == dataset]
+            unit = seeds if (at_set["seed"] != -1).all() else [-1]
+            for k in sorted(at_set["k"].unique()):
+                at = at_set[(at_set["k"] == k) & (at_set["method"] == v)]
+                for m in INDEX_METRICS:
+                    metrics[f"index.{dataset}.k{k}.{m}"] = (
+                        _per_seed(at, m, unit) if len(at) else [math.nan] * len(unit))
         if v == "hsg_ht_2sp":
             metrics["max_violation"] = _per_seed(stochastic, "hsg_max_violation", seeds)
         elif len(zrows):

@@ -22,7 +22,8 @@ experiments = lazy_module("icml25.pipelines.sparse_iht.experiments")
 plots = lazy_module("icml25.pipelines.sparse_iht.plots")
 
 PIPELINE = "sparse_iht"
-FIGURES = ("tradeoff", "curves", "zeroth_order", "support_recall", "real_data")
+FIGURES = ("tradeoff", "curves", "zeroth_order", "support_recall", "real_data",
+           "index_tracking")
 
 
 def _params(params: dict[str, Any]) -> SparseIHTParams:
@@ -131,6 +132,24 @@ def run_real_data(params: dict[str, Any], shard: int = 0, n_shards: int = 1) -> 
         return experiments.run_real_data(p.real_data, seeds, p.progress)
 
 
+def run_index_tracking(params: dict[str, Any], shard: int = 0,
+                       n_shards: int = 1) -> pd.DataFrame:
+    """Index tracking on the generated markets of the seeds of shard ``shard`` of ``n_shards``."""
+    p = _params(params)
+    seeds = shard_seeds(p.seeds, shard, n_shards)
+    if not seeds:
+        return pd.DataFrame()
+    with _threads(p):
+        return experiments.run_index_tracking(p.index_tracking, seeds, p.progress)
+
+
+def run_index_real(params: dict[str, Any]) -> pd.DataFrame:
+    """Index tracking on the real prices (``index_tracking.real``; seed column -1)."""
+    p = _params(params)
+    with _threads(p):
+        return experiments.run_index_real(p.index_tracking, p.progress)
+
+
 def _merge(p: SparseIHTParams, name: str, shards: tuple[pd.DataFrame, ...],
            settings: list[str] | None) -> pd.DataFrame:
     """One table from the seed shards' tables, rows in the order one loop over every seed writes
@@ -196,23 +215,31 @@ def merge_real_data(params: dict[str, Any], *shard_tables: pd.DataFrame) -> pd.D
     return _merge_tables(params, ("real_results",), None, shard_tables)[0]
 
 
+def merge_index_tracking(params: dict[str, Any], *shard_tables: pd.DataFrame) -> pd.DataFrame:
+    """``index_results`` (generated markets) from every shard's results."""
+    return _merge_tables(params, ("index_results",), None, shard_tables)[0]
+
+
 def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
                  stoch_results: pd.DataFrame, zo_results: pd.DataFrame,
-                 real_results: pd.DataFrame, params: dict[str, Any],
+                 real_results: pd.DataFrame, index_results: pd.DataFrame,
+                 index_real_results: pd.DataFrame, params: dict[str, Any],
                  run_info: dict[str, Any], confidence: float = 0.90
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
     Claims pair per-seed values by seed (every variant and derived check runs ``seeds``) at the
-    level ``confidence`` (``params:claims_confidence``)."""
+    level ``confidence`` (``params:claims_confidence``). Index tracking is reported as metrics
+    only: the paper states no claim about it."""
     from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     for name, frame in (("fo_results", fo_results), ("small_results", small_results),
                         ("stoch_results", stoch_results), ("zo_results", zo_results),
-                        ("real_results", real_results)):
+                        ("real_results", real_results), ("index_results", index_results)):
         if frame is None or frame.empty:
             raise ValueError(f"sparse_iht.{name} is empty: the experiment produced no rows")
     metrics = evaluation.variant_metrics(fo_results, small_results, stoch_results, zo_results,
-                                         p.seeds, real_results)
+                                         p.seeds, real_results, index_results,
+                                         index_real_results)
     relax = p.stochastic.k_ratio
     recall_ratio = 1.5 if 1.5 in p.synthetic.k_ratios else p.synthetic.k_ratios[1]
     derived = evaluation.claim_metrics(metrics, fo_results, small_results, stoch_results,
@@ -245,7 +272,8 @@ def judge_claims(fo_results: pd.DataFrame, small_results: pd.DataFrame,
 
 def make_plots(fo_results: pd.DataFrame, fo_traces: pd.DataFrame, small_results: pd.DataFrame,
                stoch_traces: pd.DataFrame, zo_traces: pd.DataFrame,
-               real_results: pd.DataFrame) -> dict[str, plt.Figure]:
+               real_results: pd.DataFrame, index_results: pd.DataFrame,
+               index_real_results: pd.DataFrame) -> dict[str, plt.Figure]:
     """The trade-off, the objective curves (iterations, IFO, queries) and support recovery."""
     figures = {
         "tradeoff": plots.tradeoff_figure(fo_results, small_results),
@@ -253,5 +281,6 @@ def make_plots(fo_results: pd.DataFrame, fo_traces: pd.DataFrame, small_results:
         "zeroth_order": plots.zeroth_order_figure(zo_traces),
         "support_recall": plots.support_figure(fo_results),
         "real_data": plots.real_data_figure(real_results),
+        "index_tracking": plots.index_tracking_figure(index_results, index_real_results),
     }
     return {f"{name}.png": fig for name, fig in figures.items()}

@@ -225,6 +225,93 @@ class RealDataParams(ParamsModel):
     diabetes: DiabetesParams
 
 
+class SyntheticMarketParams(ParamsModel):
+    """A generated factor-model market (``index_tracking.synthetic_market``), one per seed."""
+
+    assets: int = Field(ge=2, le=24)  # the exhaustive optimum enumerates subsets of the assets
+    factors: int = Field(ge=1)
+    train: int = Field(ge=2)
+    test: int = Field(ge=2)
+    index_noise: float = Field(ge=0)
+    periods_per_year: float = Field(default=252.0, gt=0)
+
+    @model_validator(mode="after")
+    def _periods(self) -> SyntheticMarketParams:
+        if self.train <= self.assets:
+            raise ValueError(f"train = {self.train} periods for {self.assets} assets: the "
+                             "exhaustive optimum needs more periods than assets")
+        return self
+
+
+class IndexColumn(ParamsModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")  # the instance's name in metric keys
+    column: str = Field(min_length=1)
+
+
+class RealMarketParams(ParamsModel):
+    """Real prices: ``path`` null reads the monthly prices matplotlib ships (``Stocks.csv``)."""
+
+    path: str | None = None
+    assets: list[str] = Field(min_length=2, max_length=24)
+    indices: list[IndexColumn] = Field(min_length=1)
+    train: tuple[str, str]
+    test: tuple[str, str]
+    frequency: str = "ME"  # pandas resampling rule: the last price of each period
+    periods_per_year: float = Field(default=12.0, gt=0)
+    ks: list[int] = Field(min_length=1)
+
+    @field_validator("assets")
+    @classmethod
+    def _distinct(cls, assets: list[str]) -> list[str]:
+        if len(set(assets)) != len(assets):
+            raise ValueError(f"assets must be distinct, got {assets}")
+        return assets
+
+    @field_validator("train", "test")
+    @classmethod
+    def _dates(cls, window: tuple[str, str]) -> tuple[str, str]:
+        import pandas as pd
+        try:
+            start, end = (pd.Timestamp(x) for x in window)
+        except ValueError as err:
+            raise ValueError(f"{window}: not two dates ({err})") from None
+        if not start < end:
+            raise ValueError(f"{window}: the start must precede the end")
+        return window
+
+    @model_validator(mode="after")
+    def _windows(self) -> RealMarketParams:
+        import pandas as pd
+        if not pd.Timestamp(self.train[1]) < pd.Timestamp(self.test[0]):
+            raise ValueError(f"the training window {self.train} must end before the test "
+                             f"window {self.test} starts")
+        _ks_within(self.ks, len(self.assets))
+        names = [i.name for i in self.indices]
+        if len(set(names)) != len(names) or "synthetic" in names:
+            raise ValueError(f"index names must be distinct and not 'synthetic', got {names}")
+        overlap = sorted({i.column for i in self.indices} & set(self.assets))
+        if overlap:
+            raise ValueError(f"indices {overlap} are also listed as assets")
+        return self
+
+
+class IndexTrackingParams(ParamsModel):
+    """Sparse index tracking with ``Γ = {w >= 0, Σw <= budget}`` against the exhaustive optimum."""
+
+    ks: list[int] = Field(min_length=1)  # sparsity levels of the synthetic market
+    budget: float = Field(gt=0)
+    iterations: int = Field(gt=0)
+    dense_iterations: int = Field(gt=0)
+    lasso_alphas: int = Field(default=300, ge=10)
+    synthetic: SyntheticMarketParams
+    real: RealMarketParams | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> IndexTrackingParams:
+        _ks_within(self.ks, self.synthetic.assets)
+        return self
+
+
 class SparseIHTParams(ParamsModel):
     seeds: Seeds
     progress: bool = True
@@ -235,6 +322,7 @@ class SparseIHTParams(ParamsModel):
     stochastic: StochasticParams
     zeroth_order: ZerothOrderParams
     real_data: RealDataParams
+    index_tracking: IndexTrackingParams
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -1,10 +1,11 @@
 """Wiring of the sparse_iht pipeline (see ``docs/papers/sparse_iht.md``).
 
 generated instances -> each experiment (first-order methods and baselines, exhaustive small
-instances, stochastic and zeroth-order variants, real data) as one node per seed shard
+instances, stochastic and zeroth-order variants, real data, index tracking on generated
+markets) as one node per seed shard
 (namespace ``sparse_iht.<experiment>.shard_<k>``; shard ``k`` of ``n`` runs ``seeds[k::n]``, see
 :mod:`icml25.core.sweep`) -> one merge per experiment back into its tables in seed order ->
-metrics and claims -> figures. The seed shards are separate nodes, so a parallel runner spreads
+metrics and claims -> figures. Index tracking on real prices is one node (no seed). The seed shards are separate nodes, so a parallel runner spreads
 them over its workers.
 """
 
@@ -37,6 +38,8 @@ EXPERIMENTS = {
                      ["sparse_iht.zo_results", "sparse_iht.zo_traces"]),
     "real_data": (nodes.run_real_data, [], ("results",), nodes.merge_real_data,
                   "sparse_iht.real_results"),
+    "index_tracking": (nodes.run_index_tracking, [], ("results",), nodes.merge_index_tracking,
+                       "sparse_iht.index_results"),
 }
 
 
@@ -63,13 +66,17 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.make_synthetic, P, "sparse_iht.synthetic_problems", name="make_synthetic",
              namespace=NS),
         *_fan_out(seed_shards()),
+        # real prices: one deterministic instance per index, not a seed sweep
+        node(nodes.run_index_real, P, "sparse_iht.index_real_results", name="run_index_real",
+             namespace=NS, tags=["training"]),
         node(nodes.judge_claims,
              ["sparse_iht.fo_results", "sparse_iht.small_results", "sparse_iht.stoch_results",
-              "sparse_iht.zo_results", "sparse_iht.real_results", P, "run_info",
-              "params:claims_confidence"],
+              "sparse_iht.zo_results", "sparse_iht.real_results", "sparse_iht.index_results",
+              "sparse_iht.index_real_results", P, "run_info", "params:claims_confidence"],
              ["sparse_iht.metrics", "sparse_iht.claims"], name="judge_claims", namespace=NS),
         node(nodes.make_plots,
              ["sparse_iht.fo_results", "sparse_iht.fo_traces", "sparse_iht.small_results",
-              "sparse_iht.stoch_traces", "sparse_iht.zo_traces", "sparse_iht.real_results"],
+              "sparse_iht.stoch_traces", "sparse_iht.zo_traces", "sparse_iht.real_results",
+              "sparse_iht.index_results", "sparse_iht.index_real_results"],
              "sparse_iht.figures", name="make_plots", namespace=NS),
     ])

@@ -13,7 +13,8 @@ import pandas as pd
 LABELS = {"iht_2sp": "IHT-2SP", "iht_then_project": "IHT-then-project",
           "exact_iht": "exact-projection IHT", "iht_2sp_warm": "IHT-2SP (warm start)",
           "lasso": "lasso", "lasso_refit": "lasso + refit", "omp_project": "OMP + 2SP",
-          "hsg_ht_2sp": "HSG-HT-2SP", "hzo_ht_2sp": "HZO-HT-2SP"}
+          "hsg_ht_2sp": "HSG-HT-2SP", "hzo_ht_2sp": "HZO-HT-2SP",
+          "dense_reference": "dense (no sparsity)", "exhaustive_best": "exhaustive optimum R*"}
 
 
 def _label(method: str) -> str:
@@ -143,5 +144,45 @@ def real_data_figure(real: pd.DataFrame) -> plt.Figure:
         ax.set_ylim(lo - 0.1 * (hi - lo + 1e-12), hi + 0.1 * (hi - lo + 1e-12))
     axes[0].legend(fontsize=6)
     axes[2].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+TRACKED = ("iht_2sp", "iht_2sp_warm", "iht_then_project", "exact_iht", "lasso_refit",
+           "omp_project", "exhaustive_best", "dense_reference")
+
+
+def index_tracking_figure(index: pd.DataFrame, index_real: pd.DataFrame) -> plt.Figure:
+    """Gap to the exhaustive optimum R* against k (generated markets, median and range over
+    seeds), and the out-of-sample annualised tracking error per method on each real index."""
+    real_sets = list(dict.fromkeys(index_real["dataset"])) if len(index_real) else []
+    fig, axes = plt.subplots(1, 1 + len(real_sets), figsize=(4.6 * (1 + len(real_sets)), 3.8),
+                             squeeze=False)
+    ax = axes[0, 0]
+    for m in TRACKED:
+        if m in ("exhaustive_best", "dense_reference"):
+            continue
+        rows = index[index["method"] == m].groupby("k")["gap_best"]
+        ks = rows.median().index.to_numpy()
+        ax.plot(ks, rows.median().to_numpy(), marker="o", label=_label(m))
+        ax.fill_between(ks, rows.min().to_numpy(), rows.max().to_numpy(), alpha=0.12)
+    ax.set_yscale("symlog", linthresh=1e-2)
+    ax.set_xlabel("k (assets held)")
+    ax.set_ylabel("(R - R*) / R*, in sample")
+    ax.set_title("generated markets: gap to the exhaustive optimum")
+    ax.legend(fontsize=6)
+    for ax, name in zip(axes[0, 1:], real_sets, strict=True):
+        rows = index_real[index_real["dataset"] == name]
+        table = rows.pivot_table(index="k", columns="method", values="te_out")
+        methods = [m for m in TRACKED if m in table.columns]
+        width = 0.8 / len(methods)
+        for i, m in enumerate(methods):
+            ax.bar(np.arange(len(table)) + i * width, table[m].to_numpy(), width, label=_label(m))
+        ax.set_xticks(np.arange(len(table)) + 0.4 - width / 2, [f"k={k}" for k in table.index])
+        ax.set_ylim(0, 1.5 * np.nanmax(table.to_numpy()))  # room for the legend above the bars
+        ax.set_ylabel("annualised tracking error, test window")
+        ax.set_title(f"{name}: out of sample")
+    if real_sets:
+        axes[0, 1].legend(fontsize=6, ncol=2, loc="upper center")
     fig.tight_layout()
     return fig
