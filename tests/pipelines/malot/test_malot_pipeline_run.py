@@ -57,6 +57,10 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert ma["acc_minilean_round0"] <= ma["acc_minilean_round1"] <= ma["acc_minilean_round2"]
     checker = metrics["checker"]
     assert checker["false_suite_accepted"] == 0 and checker["false_suite_size"] > 200
+    assert checker["malformed_accepted"] == 0 and checker["malformed_size"] >= 10
+    assert checker["lean_semantics_cases"] == 8  # conf/test
+    assert checker["lean_semantics_proofs_tried"] == 8 * 3
+    assert checker["lean_semantics_accepted_not_true"] == 0
     if MINIF2F.exists():
         assert checker["fragment_in_test"] > 50  # conf/test reads the test split only
         assert 0 < checker["fragment_coverage_test"] < 1
@@ -64,7 +68,7 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
 
     claims = json.loads((out / "claims.json").read_text())
     assert claims["pipeline"] == "malot" and claims["run"]["env"] == "test"
-    assert claims["n_claims"] == len(claims["claims"]) == 10
+    assert claims["n_claims"] == len(claims["claims"]) == 12
     assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
         assert claim["verdict"] in ("holds", "fails", "inconclusive")
@@ -81,7 +85,8 @@ def test_malot_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     solved = metrics["per_unit"]["ma_lot"]["solved_by_theorem"]
     assert sum(sum(v) for v in solved.values()) / (2 * len(solved)) == pytest.approx(
         metrics["metrics"]["ma_lot"]["acc_minilean"])
-    for metric in ("false_suite_accepted", "random_accepted_with_counterexample"):
+    for metric in ("false_suite_accepted", "random_accepted_with_counterexample",
+                   "malformed_accepted", "lean_semantics_accepted_not_true"):
         sound = next(c for c in claims["claims"] if c["metric"] == metric)
         assert sound["verdict"] == "holds" and sound["test"] == "exact"
         assert sound["method_value"] == 0

@@ -9,11 +9,16 @@ raises :class:`OutOfFragment` with the construct that is missing, so a fragment 
 confused with a wrong proof.
 
 Untyped tuples: ``("num", "2.5")``, ``("var", "x")``, ``("add"|"sub"|"mul"|"div"|"mod"|"pow", a,
-b)``, ``("neg"|"abs"|"up", a)``, ``("asc", a, T)``, ``("cmp", op, a, b)``, ``("and"|"or"|"imp"|
+b)``, ``("neg"|"abs"|"up"|"inv", a)``, ``("asc", a, T)``, ``("cmp", op, a, b)``, ``("and"|"or"|"imp"|
 "iff", p, q)``, ``("not", p)``, ``("true",)``, ``("false",)``.
 Typed terms: ``("num", T, Fraction)``, ``("var", T, name)``, ``("cast", T, inner)``, ``(op, T, a,
 b)`` for add/sub/mul/div/mod, ``("pow", T, base, n)``, ``("neg"|"abs", T, a)``; typed props reuse
-the untyped prop constructors with typed terms inside.
+the untyped prop constructors with typed terms inside. ``a⁻¹`` (ℚ/ℝ only) elaborates to ``1 / a``,
+its definition in Lean's ``DivInvMonoid`` (so ``0⁻¹ = 0``).
+
+Binders follow Lean 4: a later binder with the name of an earlier variable or hypothesis is a
+fresh variable, and the earlier one stays in the context under an inaccessible name (``x✝``) that
+no later text can refer to.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ _GRAMMAR = r"""
 ?prod: unary | prod "*" unary -> mul | prod "/" unary -> div | prod "%" unary -> mod
 ?unary: pow | "-" unary -> neg
 ?pow: cast | cast "^" unary -> pow
-?cast: atom | "↑" cast -> up
+?cast: inv | "↑" cast -> up
+?inv: atom | inv "⁻¹" -> inv
 ?atom: NUMBER -> num
      | "True" -> true
      | "False" -> false
@@ -156,6 +162,8 @@ def pretty(node: tuple, parent: int = 0) -> str:
         return f"({pretty(node[1])} : {node[2]})"
     if kind == "abs":
         return f"|{pretty(node[1])}|"
+    if kind == "inv":
+        return pretty(node[1], 1024) + "⁻¹"
     prec = _PREC[kind]
     if kind == "up":
         text = "↑" + pretty(node[1], 1024)
@@ -183,7 +191,7 @@ def _numeral(text: str, typ: str) -> Fraction:
     return value
 
 
-_ARITH = ("add", "sub", "mul", "div", "mod", "neg", "pow", "num", "var", "asc", "abs", "up")
+_ARITH = ("add", "sub", "mul", "div", "mod", "neg", "pow", "num", "var", "asc", "abs", "up", "inv")
 
 
 def _leaf_types(node: tuple, ctx: dict[str, str]) -> list[str]:
@@ -205,6 +213,9 @@ def _leaf_types(node: tuple, ctx: dict[str, str]) -> list[str]:
         return [_elab_term(node[1], ctx, None)[1]]
     if kind in ("num", "up"):
         return []
+    if kind == "inv":  # a leaf of binop%: its own type, or flexible if only numerals inside
+        inner = _leaf_types(node[1], ctx)
+        return [_max_type(inner, None)] if inner else []
     raise OutOfFragment(f"proposition used as a term ({kind})")
 
 
@@ -245,8 +256,17 @@ def _elab_at(node: tuple, ctx: dict[str, str], typ: str) -> tuple:
             raise OutOfFragment("|.| of a natural number")
         return _coerce(("abs", inner[1], inner), typ)
     if kind == "up":
+        if node[1][0] == "inv":
+            raise OutOfFragment("↑ directly before ⁻¹ (write parentheses)")
         inner = _elab_term(node[1], ctx, None)
         return _coerce(inner, typ)
+    if kind == "inv":
+        own = _leaf_types(node[1], ctx)
+        at = _max_type(own, None) if own else typ
+        if at not in ("ℚ", "ℝ"):
+            raise OutOfFragment(f"⁻¹ on {at}")
+        inner = _elab_at(node[1], ctx, at)
+        return _coerce(("div", at, ("num", at, Fraction(1)), inner), typ)
     if kind in ("add", "sub", "mul", "div", "mod"):
         if kind == "mod" and typ in ("ℚ", "ℝ"):
             raise OutOfFragment(f"% on {typ}")
@@ -394,6 +414,7 @@ def parse_statement(text: str) -> Statement:
         names, type_text = names_text.split(), type_text.strip()
         if type_text in TYPES:
             for var in names:
+                _shadow(var, ctx, hyps, variables)
                 ctx[var] = type_text
                 variables.append(var)
             continue
@@ -402,9 +423,47 @@ def parse_statement(text: str) -> Statement:
             raise OutOfFragment("function variables")
         if len(names) != 1:
             raise OutOfFragment(f"binder type {type_text!r}")
-        hyps.append((names[0], elaborate_prop(parse_expr(type_text), ctx)))
+        prop = elaborate_prop(parse_expr(type_text), ctx)  # the type sees the earlier binders
+        _shadow(names[0], ctx, hyps, variables)
+        hyps.append((names[0], prop))
     goal = elaborate_prop(parse_expr(goal_text), ctx)
     return Statement(name=name, ctx=ctx, hyps=hyps, goal=goal, variables=variables)
+
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def inaccessible_name(name: str, taken: set[str] | dict[str, str]) -> str:
+    """Lean's display name for a shadowed binder: ``x✝``, then ``x✝¹``, ``x✝²``, ..."""
+    fresh, k = f"{name}✝", 0
+    while fresh in taken:
+        k += 1
+        fresh = f"{name}✝{str(k).translate(_SUPERSCRIPT)}"
+    return fresh
+
+
+def rename_var(node: tuple, old: str, new: str) -> tuple:
+    """A typed term or proposition with the variable ``old`` renamed to ``new``."""
+    if node[0] == "var" and len(node) == 3:
+        return ("var", node[1], new) if node[2] == old else node
+    return tuple(rename_var(c, old, new) if isinstance(c, tuple) else c for c in node)
+
+
+def _shadow(name: str, ctx: dict[str, str], hyps: list[tuple[str, tuple]],
+            variables: list[str]) -> None:
+    """Make room for a new binder ``name`` (Lean 4 semantics): an earlier variable of that name
+    becomes inaccessible (renamed to ``x✝`` everywhere it occurs so far), an earlier hypothesis of
+    that name likewise; the new binder is then a fresh, unconstrained variable or hypothesis."""
+    if name in ctx:
+        fresh = inaccessible_name(name, set(ctx) | {n for n, _ in hyps})
+        ctx[fresh] = ctx.pop(name)
+        variables[variables.index(name)] = fresh
+        hyps[:] = [(n, rename_var(p, name, fresh)) for n, p in hyps]
+    taken = set(ctx) | {n for n, _ in hyps}
+    for i, (n, p) in enumerate(hyps):
+        if n == name:
+            hyps[i] = (inaccessible_name(name, taken), p)
+            taken.add(hyps[i][0])
 
 
 def strip_comments(text: str) -> str:

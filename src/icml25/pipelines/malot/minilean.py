@@ -50,8 +50,10 @@ from icml25.pipelines.malot.lean_syntax import (
     OutOfFragment,
     Statement,
     elaborate_prop,
+    inaccessible_name,
     parse_expr,
     parse_statement,
+    rename_var,
     typed_pretty,
 )
 
@@ -68,12 +70,23 @@ _LEAN_TACTICS = {"apply", "calc", "induction", "interval_cases", "nlinarith!", "
                  "cancel_denoms", "symm", "subst", "rcases", "abel", "group", "noncomm_ring"}
 
 
+#: Error categories that no combinator recovers from: in Lean a malformed proof (a parse error,
+#: an unknown tactic) fails as a whole, and a construct MiniLean does not model must not be
+#: treated as a tactic that merely failed (in Lean it might have changed the goals).
+UNRECOVERABLE = frozenset({"syntax", "unknown tactic", "unsupported"})
+
+
 class TacticError(Exception):
     """A tactic failed at ``line`` with a Lean-like message."""
 
     def __init__(self, line: int, message: str, category: str) -> None:
         super().__init__(message)
         self.line, self.message, self.category = line, message, category
+
+    @property
+    def recoverable(self) -> bool:
+        """Whether ``try``/``first``/``repeat`` may catch it (an elaboration-time failure)."""
+        return self.category not in UNRECOVERABLE
 
 
 @dataclass
@@ -87,8 +100,16 @@ class Goal:
         return Goal(dict(self.ctx), list(self.hyps), target, list(self.order))
 
     def with_hyp(self, name: str, prop: tuple) -> Goal:
-        hyps = [(n, p) for n, p in self.hyps if n != name] + [(name, prop)]
-        return Goal(dict(self.ctx), hyps, self.target, list(self.order))
+        goal = self
+        if name in self.ctx:  # a hypothesis named like a variable shadows it (Lean 4)
+            fresh = inaccessible_name(name, set(self.ctx) | {n for n, _ in self.hyps})
+            ctx = {(fresh if v == name else v): t for v, t in self.ctx.items()}
+            goal = Goal(ctx, [(n, rename_var(p, name, fresh)) for n, p in self.hyps],
+                        rename_var(self.target, name, fresh),
+                        [fresh if v == name else v for v in self.order])
+            prop = rename_var(prop, name, fresh)
+        hyps = [(n, p) for n, p in goal.hyps if n != name] + [(name, prop)]
+        return Goal(dict(goal.ctx), hyps, goal.target, list(goal.order))
 
     def hyp(self, name: str) -> tuple | None:
         for n, p in reversed(self.hyps):
@@ -124,6 +145,7 @@ class Node:
     line: int
     text: str
     children: list[Node]
+    col: int = 0
 
 
 class _State:
@@ -139,29 +161,89 @@ class _State:
 
 
 # ---------------------------------------------------------------------- tactic block parsing
+def _syntax(line: int, message: str) -> TacticError:
+    return TacticError(line, message, "syntax")
+
+
+def _depth(text: str) -> int:
+    return sum(text.count(c) for c in "([{⟨") - sum(text.count(c) for c in ")]}⟩")
+
+
+_HAVE_BY = re.compile(r"^have\b[^\n]*?:=\s*by\b")
+_BULLET = re.compile(r"^[·.](?=\s|$)")
+
+
 def parse_blocks(lines: list[tuple[int, str]]) -> list[Node]:
-    """Indentation-structured tactic nodes from ``(line number, raw text)`` pairs."""
-    items = []
+    """Indentation-structured tactic nodes from ``(line number, raw text)`` pairs, with Lean 4's
+    layout rules (``sepByIndent``): the tactics of a block stand at one column; a tactic block is
+    opened only by ``·`` and by ``have … := by`` (its tactics at the column of the first one,
+    on the same line or below); a line indented under any other tactic, a block whose lines do
+    not share one column, a line dedented out of the proof and a tab all raise a syntax
+    :class:`TacticError`. A line that continues an open bracket or a trailing ``<;>`` is joined
+    to the line it continues."""
+    items: list[tuple[int, int, str]] = []
     for number, raw in lines:
         text = re.sub(r"--.*$", "", raw).rstrip()
-        if text.strip():
-            items.append((number, len(text) - len(text.lstrip()), text.strip()))
+        if "\t" in text:
+            raise _syntax(number, "tabs are not allowed; please configure your editor to expand "
+                                  "them")
+        if not text.strip():
+            continue
+        indent = len(text) - len(text.lstrip())
+        if items and indent > items[-1][1] and (_depth(items[-1][2]) > 0 or
+                                                items[-1][2].endswith("<;>")):
+            prev = items[-1]
+            items[-1] = (prev[0], prev[1], f"{prev[2]} {text.strip()}")
+            continue
+        items.append((number, indent, text.strip()))
+    # a bullet or an inline `have … := by tac` opens a block at the column of its first tactic
+    split: list[tuple[int, int, str]] = []
+    for number, indent, text in items:
+        while True:
+            bullet = _BULLET.match(text)
+            have = _HAVE_BY.match(text) if not bullet else None
+            cut = bullet.end() if bullet else have.end() if have else None
+            rest = text[cut:] if cut is not None else ""
+            if cut is None or not rest.strip():
+                split.append((number, indent, text))
+                break
+            split.append((number, indent, text[:cut]))
+            indent += cut + len(rest) - len(rest.lstrip())
+            text = rest.strip()
+    items = split
+
+    def opens_block(text: str) -> bool:
+        return bool(_BULLET.fullmatch(text) or _HAVE_BY.match(text))
 
     def block(i: int, indent: int) -> tuple[list[Node], int]:
         nodes: list[Node] = []
+        child_col: int | None = None
         while i < len(items) and items[i][1] >= indent:
             number, ind, text = items[i]
-            if ind > indent and nodes:
+            if ind > indent:
+                if not nodes or not opens_block(nodes[-1].text):
+                    above = nodes[-1].text.split()[0] if nodes else "the proof"
+                    raise _syntax(number, f"unexpected token at this indentation; expected "
+                                          f"command ('{above}' takes no indented tactic block)")
+                if nodes[-1].children and ind != child_col:
+                    raise _syntax(number, "unexpected token at this indentation; expected "
+                                          "command (the lines of a tactic block must start at "
+                                          "one column)")
+                child_col = ind
                 children, i = block(i, ind)
                 nodes[-1].children.extend(children)
                 continue
-            nodes.append(Node(number, text, []))
+            nodes.append(Node(number, text, [], ind))
+            child_col = None
             i += 1
         return nodes, i
 
     if not items:
         return []
-    nodes, _ = block(0, items[0][1])
+    nodes, used = block(0, items[0][1])
+    if used < len(items):
+        raise _syntax(items[used][0], "unexpected token at this indentation; expected command "
+                                      "(the line is dedented out of the proof's tactic block)")
     return nodes
 
 
@@ -231,6 +313,8 @@ class Checker:
 
     def run_line(self, node: Node, goals: list[Goal]) -> list[Goal]:
         parts = _split_top(node.text, "<;>")
+        if any(not part for part in parts):
+            raise _syntax(node.line, "unexpected end of input; expected tactic after '<;>'")
         goals = self.run_tactic(parts[0], node, goals)
         for part in parts[1:]:
             raise_if = part
@@ -244,7 +328,14 @@ class Checker:
     def run_tactic(self, text: str, node: Node, goals: list[Goal]) -> list[Goal]:
         self.state.budget.check()
         line = node.line
-        head = text.split()[0] if text.split() else ""
+        text = text.strip()
+        if not text:
+            raise _syntax(line, "unexpected end of input; expected tactic")
+        head = text.split()[0]
+        if head in ("all_goals", "any_goals", "try", "repeat'", "repeat") and \
+                not text[len(head):].strip():
+            raise _syntax(line, f"unexpected end of input; expected a tactic after '{head}' "
+                                f"(MiniLean reads its tactic on the same line)")
         if head in ("all_goals", "any_goals"):
             inner = text[len(head):].strip()
             out: list[Goal] = []
@@ -254,23 +345,36 @@ class Checker:
         if head == "try":
             try:
                 return self.run_tactic(text[3:].strip(), node, goals)
-            except TacticError:
+            except TacticError as err:
+                if not err.recoverable:
+                    raise
                 return goals
         if head == "first":
-            alternatives = [a for a in _split_top(text[5:], "|") if a]
+            arg = text[5:].strip()
+            if not arg.startswith("|"):
+                raise _syntax(line, "unexpected token; expected '|' after 'first'")
+            alternatives = _split_top(arg[1:], "|")
+            if any(not a for a in alternatives):
+                raise _syntax(line, "unexpected token '|'; expected tactic (an empty "
+                                    "alternative of 'first')")
             last: TacticError | None = None
             for alt in alternatives:
                 try:
                     return self.run_tactic(alt, node, goals)
                 except TacticError as err:
+                    if not err.recoverable:
+                        raise
                     last = err
-            raise last or TacticError(line, "first: no alternatives", "syntax")
+            assert last is not None
+            raise last
         if head in ("repeat'", "repeat"):
             inner = text[len(head):].strip()
             for _ in range(32):
                 try:
                     new = self.run_tactic(inner, node, goals)
-                except TacticError:
+                except TacticError as err:
+                    if not err.recoverable:
+                        raise
                     break
                 if len(new) == len(goals) and all(a.target == b.target for a, b in
                                                   zip(new, goals, strict=True)):
@@ -1001,6 +1105,11 @@ def _rational(term: tuple) -> tuple[tuple, tuple]:
         (an, ad), (bn, bd) = _rational(term[2]), _rational(term[3])
         return (("mul", typ, an, bn), ("mul", typ, ad, bd))
     if kind == "div":
+        try:  # a closed divisor: Lean's x / 0 = 0, so a zero divisor is never cross-multiplied
+            if evaluate(term[3]) == 0:
+                return (("num", typ, Fraction(0)), one)
+        except NotClosed:
+            pass  # a variable divisor: field_simp only runs when a hypothesis makes it ≠ 0
         (an, ad), (bn, bd) = _rational(term[2]), _rational(term[3])
         return (("mul", typ, an, bd), ("mul", typ, ad, bn))
     if kind == "neg":
@@ -1095,6 +1204,15 @@ def split_file(code: str) -> tuple[str, int, list[tuple[int, str]], int, int]:
     return joined, start + 1, proof, start + 1, by_line + 1
 
 
+def _first_tab_line(code: str) -> int | None:
+    """1-based line of the first tab outside comments (Lean's whitespace rejects tabs)."""
+    blanked = re.sub(r"/-.*?-/", lambda m: "\n" * m.group(0).count("\n"), code, flags=re.S)
+    for number, line in enumerate(blanked.split("\n"), start=1):
+        if "\t" in re.sub(r"--.*$", "", line):
+            return number
+    return None
+
+
 def verify(code: str, settings: Settings | None = None) -> dict[str, Any]:
     """Check one Lean file; the verifier contract plus ``verdict`` and categories.
 
@@ -1126,7 +1244,17 @@ def verify(code: str, settings: Settings | None = None) -> dict[str, Any]:
     budget = Budget(settings.proof_timeout_s)
     checker = Checker(statement, settings, budget)
     try:
-        checker.run(parse_blocks(proof_lines), decl_line, by_line)
+        tab = _first_tab_line(code)
+        if tab is not None:
+            raise _syntax(tab, "tabs are not allowed; please configure your editor to expand "
+                               "them")
+        nodes = parse_blocks(proof_lines)
+    except TacticError as err:  # a malformed file: Lean rejects it before running any tactic
+        result["errors"] = [{"line": err.line, "col": 0, "message": err.message,
+                             "category": err.category}]
+        return done("error")
+    try:
+        checker.run(nodes, decl_line, by_line)
     except Deadline:
         result["errors"] = [*checker.state.errors, {"line": by_line, "col": 0, "category": "timeout", "message": f"(deterministic) timeout: proof checking exceeded " f"{settings.proof_timeout_s:g} s"}]
         return done("timeout")

@@ -390,15 +390,28 @@ def merge_lot_training(params: dict[str, Any], *shard_histories: pd.DataFrame) -
 
 
 def check_soundness(params: dict[str, Any]) -> pd.DataFrame:
-    """The false-statement suite and the random-inequality property of MiniLean's soundness."""
-    from icml25.pipelines.malot.soundness import false_suite_results, random_inequalities
+    """MiniLean's soundness checks: the false-statement suite, the malformed proofs, the
+    random-inequality property and the generated Lean-semantics family (``counterexample``:
+    the statement is false, or for the family not proved true by z3)."""
+    from icml25.pipelines.malot.soundness import (
+        false_suite_results,
+        lean_semantics_family,
+        malformed_results,
+        random_inequalities,
+    )
     p = _params(params)
     settings = _settings(p)
     rows = [{**r, "suite": "false_statements", "counterexample": True}
             for r in false_suite_results(settings)]
+    rows += [{**r, "suite": "malformed_proofs", "counterexample": True}
+             for r in malformed_results(settings)]
     rows += [{**r, "suite": "random_inequalities"} for r in
              random_inequalities(p.soundness.random_inequalities, p.soundness.seed,
                                  settings=settings)]
+    family = lean_semantics_family(p.soundness.lean_semantics_cases, p.soundness.seed,
+                                   p.soundness.lean_semantics_proofs, settings)
+    rows += [{**r, "suite": "lean_semantics", "counterexample": r["truth"] is not True}
+             for r in family]
     return pd.DataFrame(rows, columns=["suite", "statement", "proof", "accepted",
                                        "counterexample", "verdict"])
 
@@ -494,12 +507,24 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
     metrics = variant_metrics(solved, attempts, p.budget.rounds, p.seeds)
     false_rows = soundness[soundness["suite"] == "false_statements"]
     random_rows = soundness[soundness["suite"] == "random_inequalities"]
+    malformed = soundness[soundness["suite"] == "malformed_proofs"]
+    family = soundness[soundness["suite"] == "lean_semantics"]
+    family_cases = family.drop_duplicates("statement")
     checker = {
         "false_suite_accepted": float(false_rows["accepted"].sum()),
         "false_suite_size": float(len(false_rows)),
+        "malformed_accepted": float(malformed["accepted"].sum()),
+        "malformed_size": float(len(malformed)),
         "random_accepted": float(random_rows["accepted"].sum()),
         "random_accepted_with_counterexample": float(
             (random_rows["accepted"] & random_rows["counterexample"]).sum()),
+        "lean_semantics_cases": float(len(family_cases)),
+        "lean_semantics_false_cases": float(family_cases["counterexample"].sum()),
+        "lean_semantics_proofs_tried": float(len(family)),
+        "lean_semantics_accepted_true": float(
+            (family["accepted"] & ~family["counterexample"].astype(bool)).sum()),
+        "lean_semantics_accepted_not_true": float(
+            (family["accepted"] & family["counterexample"].astype(bool)).sum()),
     }
     for split, group in coverage.groupby("split"):
         checker[f"fragment_coverage_{split}"] = float(group["in_fragment"].mean())

@@ -94,6 +94,10 @@ class MiniF2FParams(ParamsModel):
 class SoundnessParams(ParamsModel):
     random_inequalities: int = Field(default=100, ge=0)
     seed: int = Field(default=0, ge=0)
+    #: generated statements on Lean's conventions (shadowing, x / 0, 0⁻¹, ℕ -, /, casts)
+    lean_semantics_cases: int = Field(default=300, ge=0)
+    #: proofs tried per generated statement (a seeded sample of the repertoire); null: all
+    lean_semantics_proofs: int | None = Field(default=None, ge=1)
 
 
 class LotParams(ParamsModel):
