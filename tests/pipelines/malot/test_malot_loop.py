@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from icml25.pipelines.malot.loop import cumulative_accuracy, ma_lot, select, whole_proof
-from icml25.pipelines.malot.minilean import HEADER, lean_file
+from icml25.pipelines.malot.minilean import HEADER, lean_file, verify
 from icml25.pipelines.malot.model_agent import ChatGenerator, HFGenerator, ModelAgent
 from icml25.pipelines.malot.prompts import (
     BOS,
@@ -16,6 +16,7 @@ from icml25.pipelines.malot.prompts import (
     build_prover_prompt,
     extract_last_lean_block,
     longcot_complete,
+    proof_body,
 )
 from icml25.pipelines.malot.symbolic_agent import PortfolioProver, RuleCorrector
 from icml25.pipelines.malot.synthetic import (
@@ -187,6 +188,30 @@ def test_longcot_control_stops_at_thought_and_injects_the_output_header():
     assert second.startswith("PROMPT" + thought + "</Thought>\n<Output>\n```lean4\n" + HEADER)
     assert second.endswith("/--NL-/\n" + THEOREM["statement"] + "\n")
     assert proof == "  constructor <;> linarith"
+
+
+def test_proof_body_is_the_proof_the_verifier_checked():
+    statement = "theorem t (x y : ℝ) (h₀ : x + y = 10) (h₁ : x - y = 2) : x = 6 := by"
+    proof = "  have h₂ : 2 * x = 12 := by linarith\n  have h₃ : x = 6 := by\n    linarith\n" \
+            "  exact h₃"
+    block = f"{HEADER}/--Solve for x.-/\n{statement}\n{proof}"
+    whole = verify(block)
+    assert whole["complete"], whole["errors"]
+    for given in (statement, None):  # with the statement, and from the declaration alone
+        body = proof_body(block, given)
+        assert body == proof
+        rewrapped = verify(lean_file(statement, body))
+        assert rewrapped["complete"], rewrapped["errors"]
+    # the old rule (text after the last `:= by`) kept only "linarith" of the inner have
+    assert proof_body(block) != "    linarith\n  exact h₃"
+    # an inline first tactic and a block of bare tactics
+    assert proof_body("theorem t : (1 : ℕ) = 1 := by rfl") == " rfl"
+    assert proof_body("  have h : 1 = 1 := by rfl\n  exact h") == "  have h : 1 = 1 := by rfl\n" \
+                                                                    "  exact h"
+    # the Long-CoT control returns the same body
+    _, via_control = longcot_complete(lambda p, s, n: "" if s == ["</Thought>"] else proof,
+                                      "P", "Solve for x.", statement, 100, 0.8)
+    assert via_control == proof
 
 
 def test_last_lean_block_is_extracted():

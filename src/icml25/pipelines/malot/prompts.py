@@ -105,12 +105,27 @@ def extract_last_lean_block(text: str) -> str | None:
     return blocks[-1][0].rstrip() if blocks else None
 
 
+_DECLARATION = re.compile(r"^[ \t]*(theorem|lemma|example)\b", re.M)
+_BY = re.compile(r":=\s*by\b")
+
+
 def proof_body(block: str, statement: str | None = None) -> str:
-    """Tactics after the theorem's ``:= by`` in a Lean block (the block itself if none)."""
-    match = list(re.finditer(r":=\s*by\b", block))
-    if not match:
-        return block.strip()
-    return block[match[-1].end():].strip("\n").rstrip()
+    """The tactic proof of a Lean block: everything after the declaration's own ``:= by`` (the
+    end of ``statement`` where the block contains it, else the first ``:= by`` after the
+    ``theorem``/``lemma``/``example`` keyword, as the verifier splits a file), so a proof that
+    opens with ``have … := by`` is kept whole. A block without a declaration is the proof."""
+    if statement is not None and statement.strip():
+        at = block.find(statement.strip())
+        if at >= 0 and _BY.search(statement):
+            end = at + len(statement.strip())
+            return block[end:].strip("\n").rstrip()
+    declaration = _DECLARATION.search(block)
+    if declaration is None:
+        return block.strip("\n").rstrip()
+    match = _BY.search(block, declaration.end())
+    if match is None:
+        return block.strip("\n").rstrip()
+    return block[match.end():].strip("\n").rstrip()
 
 
 Generate = Callable[[str, Sequence[str], int], str]
