@@ -241,6 +241,10 @@ def claim_metrics(curves: pd.DataFrame, slopes: pd.DataFrame, sim: pd.DataFrame,
                 & (slopes["points"] >= min_points)]
     out["regression_slope_deviation_max"] = (
         float((rs["slope"] - rs["theory_slope"]).abs().max()) if len(rs) else math.nan)
+    for name in reg:  # which model sets the maximum (reported, not a claim of its own)
+        one = rs[rs["sweep"] == name]
+        out[f"regression_slope_deviation.{name}"] = (
+            float((one["slope"] - one["theory_slope"]).abs().max()) if len(one) else math.nan)
     renv = curves[(curves["protocol"] == ENVELOPE) & curves["sweep"].isin(reg)]
     out["regression_ratio_max"] = float(renv["ratio"].max()) if len(renv) else math.nan
     out["regression_ratio_min"] = float(renv["ratio"].min()) if len(renv) else math.nan

@@ -27,6 +27,7 @@ uniform symbol distribution, ``f̂ ≡ 1`` for a density and ``f̂ ≡ (lo + hi)
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -280,12 +281,19 @@ class TrueModel:
                 + f * (stats.norm.cdf(b) - stats.norm.cdf(a))
                 + sigma * (stats.norm.pdf(a) - stats.norm.pdf(b)))
 
-    def rounding_probability(self) -> np.ndarray:
-        """Per fine cell, ``h(x) = E[(clip(Y) - lo)/(hi - lo) | X = x]`` (exact)."""
+    @functools.cached_property
+    def _rounding(self) -> np.ndarray:
+        # computed once per model: a user law's quadrature is the costly part of a run
         h = (self.clipped_mean() - self.lo) / (self.hi - self.lo)
         if not np.all(np.isfinite(h)):
             raise ValueError(f"model {self.model!r}: E[clip(Y) | x] is NaN or inf")
-        return np.clip(h, 0.0, 1.0)
+        h = np.clip(h, 0.0, 1.0)
+        h.setflags(write=False)
+        return h
+
+    def rounding_probability(self) -> np.ndarray:
+        """Per fine cell, ``h(x) = E[(clip(Y) - lo)/(hi - lo) | X = x]`` (exact)."""
+        return self._rounding
 
     def symbol_distribution(self, k: int) -> np.ndarray:
         """The exact distribution ``p`` of one sample's symbol for the K-bin histogram."""
