@@ -54,6 +54,36 @@ def test_registering_every_pipeline_imports_no_heavy_library():
     assert result["heavy"] == [], f"registering the pipelines imported {result['heavy']}"
 
 
+def test_reading_one_pipeline_imports_that_room_alone():
+    """``kedro run --pipeline=report`` reads one entry of the registry: the report room is
+    imported, no paper room is, and the names (studies included) are still all listed."""
+    code = (
+        "import json, sys\n"
+        "import icml25.pipeline_registry as registry\n"
+        "pipelines = registry.register_pipelines()\n"
+        "report = pipelines['report']\n"
+        "model = registry.parameter_model('report')\n"
+        "rooms = sorted(m.split('.')[2] for m in sys.modules\n"
+        "               if m.startswith('icml25.pipelines.') and m.endswith('.pipeline'))\n"
+        "sgd = pipelines['sgd_hitting']\n"
+        "after_one = sorted(m.split('.')[2] for m in sys.modules\n"
+        "                   if m.startswith('icml25.pipelines.') and m.endswith('.pipeline'))\n"
+        "names = list(pipelines)\n"
+        "print(json.dumps({'rooms': rooms, 'after_one': after_one, 'names': names,\n"
+        "                  'report_nodes': len(report.nodes), 'model': model.__name__,\n"
+        "                  'study': 'wavetoken_scaling' in pipelines,\n"
+        "                  'missing': 'reprot' in pipelines}))\n"
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PROJECT_ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["rooms"] == ["report"]
+    assert result["after_one"] == ["report", "sgd_hitting"]
+    assert result["report_nodes"] > 0 and result["model"]
+    assert {"report", "__default__", "wavetoken", "wavetoken_scaling"} <= set(result["names"])
+    assert result["study"] is True and result["missing"] is False
+
+
 def test_a_lazy_module_imports_on_first_attribute_and_resolves_annotations():
     code = (
         "from __future__ import annotations\n"

@@ -212,13 +212,13 @@ class ParameterValidationHook:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, pipeline: Pipeline, catalog: DataCatalog) -> None:
-        from icml25.pipeline_registry import parameter_models
+        from icml25.pipeline_registry import parameter_model, room_names
 
         inputs = pipeline.inputs()
-        for name, model in parameter_models().items():
+        for name in room_names():  # imports only the rooms whose parameters the run reads
             key = f"params:{name}"
             if any(i == key or i.startswith(key + ".") for i in inputs):
-                validate_parameters(model, catalog.load(key), name)
+                validate_parameters(parameter_model(name), catalog.load(key), name)
 
 
 class DistributedRankHook:

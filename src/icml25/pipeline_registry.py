@@ -10,11 +10,12 @@ same paper (wavetoken's compute-scaling study, ``wavetoken_scaling``) registered
 names. Studies are not papers: they are left out of ``__default__`` and of the scorecard, and a
 user runs them by name.
 
-Registering imports every room's ``pipeline.py``, ``params.py`` and ``nodes.py`` (Kedro does
-so for ``kedro run --pipeline=report`` and ``kedro registry list`` too), so those modules
-import their heavy libraries (torch, scipy, scikit-learn, mlflow, ...) where they are used,
-inside the node functions or through :func:`icml25.core.lazy_import.lazy_module`; the registry
-then builds without loading any of them.
+Each pipeline is built when it is first read (:class:`ProjectPipelines`): ``kedro run
+--pipeline=<name>`` imports that room alone (the report needs only the papers' names), while
+``kedro registry list``, kedro-viz and ``__default__`` import every room's ``pipeline.py``,
+``params.py`` and ``nodes.py``. Those modules therefore import their heavy libraries (torch,
+scipy, scikit-learn, mlflow, ...) where they are used, inside the node functions or through
+:func:`icml25.core.lazy_import.lazy_module`; the registry then builds without loading any of them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import importlib
 import importlib.util
 import pkgutil
 import warnings
+from collections.abc import Iterator, Mapping
 from functools import cache
 from types import ModuleType
 
@@ -45,16 +47,20 @@ def room_names() -> tuple[str, ...]:
 
 
 @cache
+def room(name: str) -> ModuleType:
+    """The ``pipeline.py`` module of room ``name``, imported (and checked) on first use."""
+    if name not in room_names():
+        raise KeyError(name)
+    module = importlib.import_module(f"icml25.pipelines.{name}.pipeline")
+    if not hasattr(module, "create_pipeline") or not hasattr(module, "PARAMETERS"):
+        raise ImportError(
+            f"icml25/pipelines/{name}/pipeline.py must define create_pipeline() and PARAMETERS"
+        )
+    return module
+
+
 def _rooms() -> dict[str, ModuleType]:
-    rooms = {}
-    for name in room_names():
-        module = importlib.import_module(f"icml25.pipelines.{name}.pipeline")
-        if not hasattr(module, "create_pipeline") or not hasattr(module, "PARAMETERS"):
-            raise ImportError(
-                f"icml25/pipelines/{name}/pipeline.py must define create_pipeline() and PARAMETERS"
-            )
-        rooms[name] = module
-    return rooms
+    return {name: room(name) for name in room_names()}
 
 
 def paper_pipeline_names() -> list[str]:
@@ -65,6 +71,11 @@ def paper_pipeline_names() -> list[str]:
 def parameter_models() -> dict[str, type[BaseModel]]:
     """``{pipeline name: pydantic model of params:<name>}`` for every room."""
     return {name: module.PARAMETERS for name, module in _rooms().items()}
+
+
+def parameter_model(name: str) -> type[BaseModel]:
+    """The pydantic model of ``params:<name>``; imports that room only."""
+    return room(name).PARAMETERS
 
 
 def study_pipelines() -> dict[str, tuple[str, object]]:
@@ -79,17 +90,55 @@ def study_pipelines() -> dict[str, tuple[str, object]]:
     return studies
 
 
-def register_pipelines() -> dict[str, Pipeline]:
+class ProjectPipelines(Mapping[str, Pipeline]):
+    """The project's pipelines by name, each built on first access.
+
+    ``kedro run --pipeline=report`` reads one entry, so it imports the report room and none of
+    the papers' (the report needs only their names); ``__default__`` builds every paper and the
+    report; listing the names (``kedro registry list``, kedro-viz) imports every room, because a
+    room's studies are known only from its ``pipeline.py``.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[str, Pipeline] = {}
+
+    def _fixed_names(self) -> list[str]:
+        return [*paper_pipeline_names(), REPORT, "__default__"]
+
+    def _build(self, name: str) -> Pipeline:
+        papers = paper_pipeline_names()
+        if name in papers:
+            return room(name).create_pipeline()
+        if name == REPORT:
+            with warnings.catch_warnings():
+                # The scorecard reads every paper's namespaced `<name>.claims`; a node outside
+                # those namespaces reading them is the report's purpose, not a naming mistake.
+                warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
+                return room(REPORT).create_pipeline(papers=papers)
+        if name == "__default__":
+            # one Pipeline of all of them (summing them pairwise re-sorts the growing graph)
+            return Pipeline([self[paper] for paper in [*papers, REPORT]])
+        study = study_pipelines().get(name)
+        if study is None:
+            raise KeyError(name)
+        return study[1]()
+
+    def __getitem__(self, name: str) -> Pipeline:
+        if name not in self._built:
+            self._built[name] = self._build(name)
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fixed_names() or name in study_pipelines()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._fixed_names(), *study_pipelines()])
+
+    def __len__(self) -> int:
+        return len(self._fixed_names()) + len(study_pipelines())
+
+
+def register_pipelines() -> ProjectPipelines:
     """Every paper pipeline by name, ``report``, ``__default__`` = all papers, then report, and
-    the rooms' studies (not in ``__default__``)."""
-    papers = paper_pipeline_names()
-    pipelines: dict[str, Pipeline] = {name: _rooms()[name].create_pipeline() for name in papers}
-    studies = {name: create() for name, (_room, create) in study_pipelines().items()}
-    with warnings.catch_warnings():
-        # The scorecard reads every paper's namespaced `<name>.claims`; a node outside those
-        # namespaces reading them is the report's purpose, not a naming mistake.
-        warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
-        pipelines[REPORT] = _rooms()[REPORT].create_pipeline(papers=papers)
-    # one Pipeline of all of them (summing them pairwise re-sorts the growing graph 20 times)
-    pipelines["__default__"] = Pipeline(list(pipelines.values()))
-    return {**pipelines, **studies}
+    the rooms' studies (not in ``__default__``), each built when first read."""
+    return ProjectPipelines()

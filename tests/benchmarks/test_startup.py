@@ -1,8 +1,9 @@
 """Start-up measurements (run with `make bench`; never part of `make test`).
 
-Every ``kedro`` command inside the project imports the pipeline registry, i.e. every room's
-``pipeline.py``, ``params.py`` and ``nodes.py``; rooms import their heavy libraries where they
-are used (icml25.core.lazy_import), so that cost stays small. Measured here, each in a fresh
+``kedro run --pipeline=<name>`` imports the registry and the one room it runs (the report
+needs only the papers' names); ``kedro registry list`` imports every room's ``pipeline.py``,
+``params.py`` and ``nodes.py``. Rooms import their heavy libraries where they are used
+(icml25.core.lazy_import), so that cost stays small. Measured here, each in a fresh
 interpreter on a temp copy of the project:
 
 - importing ``icml25.settings`` (what Kedro reads to configure the project: MLflow and

@@ -1,7 +1,7 @@
 """Modules imported on first use, so that ``kedro run`` and ``kedro registry list`` start fast.
 
-Kedro imports every room's ``pipeline.py`` (and through it ``nodes.py``) to list or build the
-pipelines, even when only one of them, or none, runs. A room binds a heavy library with
+Kedro imports every room's ``pipeline.py`` (and through it ``nodes.py``) to list the pipelines
+or run ``__default__``, and the room it runs otherwise. A room binds a heavy library with
 ``torch = lazy_module("torch")`` instead of ``import torch``: the name is a module object whose
 first attribute access (``torch.zeros``) imports the real module, so bodies and annotations
 (``x: torch.Tensor`` under ``from __future__ import annotations``, resolved by
