@@ -48,6 +48,11 @@ class ExactKernel:
     leak: np.ndarray | None = None  # per transient state: probability of entering U next
 
 
+class IllConditionedSolve(RuntimeError):
+    """float64 cannot resolve ``(I - P_TT) u = 1`` (singular factor, non-finite or sub-1 u, or a
+    large residual): E τ is beyond what the grid solve can give, not a number to use."""
+
+
 @dataclass
 class ExactSolution:
     """``E_{x0} τ`` with the checks of its linear solve."""
@@ -177,19 +182,19 @@ def solve_hitting_time(kernel: ExactKernel, x0: float) -> ExactSolution:
     try:
         lu = splu(m)
     except RuntimeError as err:  # "Factor is exactly singular"
-        raise RuntimeError(f"exact solver: I - P_TT is singular on the {len(s_idx)} states "
+        raise IllConditionedSolve(f"exact solver: I - P_TT is singular on the {len(s_idx)} states "
                            f"reachable from x0 = {x0:g} ({err}); U is not reached from there "
                            "in float64 (the walls, the target or the noise scale)") from None
     ones = np.ones(len(s_idx))
     u = lu.solve(ones)
     norm_m = float(abs(m).sum(1).max())
     if not np.all(np.isfinite(u)) or u.min() < 1 - 1e-3 * max(1.0, float(np.abs(u).max())):
-        raise RuntimeError(f"exact solver: the solve of (I - P_TT) u = 1 from x0 = {x0:g} "
+        raise IllConditionedSolve(f"exact solver: the solve of (I - P_TT) u = 1 from x0 = {x0:g} "
                            f"returned {'non-finite' if not np.all(np.isfinite(u)) else 'u < 1'} "
                            "values: the system is numerically singular")
     residual = float(np.abs(m @ u - ones).max() / (norm_m * np.abs(u).max()))
     if residual > RESIDUAL_LIMIT:
-        raise RuntimeError(f"exact solver: relative residual {residual:.2e} of the solve from "
+        raise IllConditionedSolve(f"exact solver: relative residual {residual:.2e} of the solve from "
                            f"x0 = {x0:g} exceeds {RESIDUAL_LIMIT:g}")
     k = int(np.searchsorted(s_idx, pos))
     return ExactSolution(float(u[k]), norm_m * float(u.max()), residual, len(s_idx))

@@ -9,6 +9,7 @@ exponent, its relative error).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,8 @@ from icml25.pipelines.sgd_hitting.predictions import (
     start_and_target,
 )
 from icml25.pipelines.sgd_hitting.scaling_fits import bootstrap_slope, scaling_fit
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -112,16 +115,22 @@ def run_exact(r: Resolved, e: ExperimentParams) -> list[dict[str, Any]]:
         h = ex.default_spacing(r.noise, eta, walls=walls) / e.grid_refine
         kernel = ex.build_kernel(r.landscape, r.noise, eta, r.target, h, e.walls,
                                  curvature=max_curvature(r))
-        sol = ex.solve_hitting_time(kernel, float(r.x0[0]))
+        try:
+            sol = ex.solve_hitting_time(kernel, float(r.x0[0]))
+            status = "ok" if math.isfinite(sol.mean) else "unreachable"
+        except ex.IllConditionedSolve as err:
+            logger.warning("sgd_hitting %s at η = %g: %s; left out of the fits", r.name, eta, err)
+            sol, status = ex.ExactSolution(math.nan, math.inf, math.nan, 0), "ill_conditioned"
         mean = sol.mean
         # float64 resolves E τ while the condition number ‖I-P‖·max u stays far below 1/ε
-        trusted = bool(0 <= mean < ex.TRUST_LIMIT and sol.condition < ex.CONDITION_LIMIT)
+        trusted = bool(status == "ok" and 0 <= mean < ex.TRUST_LIMIT
+                       and sol.condition < ex.CONDITION_LIMIT)
         median = math.nan
         if e.median and trusted:
             median = ex.median_hitting_time(kernel, float(r.x0[0]))
         rows.append({"experiment": r.name, "eta": eta, "mean": mean, "median": median,
                      "n_states": len(kernel.transient), "h": h, "trusted": trusted,
-                     "condition": sol.condition, "residual": sol.residual})
+                     "condition": sol.condition, "residual": sol.residual, "status": status})
     return rows
 
 

@@ -247,7 +247,7 @@ def exact_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]) -
         r = xp.resolve(p, name, critical_points)
         rows += xp.run_exact(r, p.experiments[name])
     return pd.DataFrame(rows, columns=["experiment", "eta", "mean", "median", "n_states", "h",
-                                       "trusted", "condition", "residual"])
+                                       "trusted", "condition", "residual", "status"])
 
 
 # --------------------------------------------------------------------------------- fits
@@ -262,7 +262,13 @@ def fit_scaling(mc_hitting_times: pd.DataFrame, exact_hitting_times: pd.DataFram
                      ["experiment", "seed", "eta", "tau", "censored"])
     if any(e.solver == "exact" for e in p.experiments.values()):
         _check_table(exact_hitting_times, "exact_hitting_times",
-                     ["experiment", "eta", "mean", "trusted"])
+                     ["experiment", "eta", "trusted"])
+        # an untrusted solve may have no mean (NaN: float64 could not resolve it); a trusted one
+        # must have one
+        trusted = exact_hitting_times[exact_hitting_times["trusted"].astype(bool)]
+        if len(trusted):
+            _check_table(trusted, "exact_hitting_times (trusted rows)",
+                         ["experiment", "eta", "mean"])
     _check_table(critical_points, "critical_points", ["landscape", "id", "x", "f", "kind"])
     out: dict[str, Any] = {}
     for name, e in p.experiments.items():

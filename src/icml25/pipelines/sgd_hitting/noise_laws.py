@@ -357,12 +357,14 @@ def check_unit_law(law: Any, what: str) -> None:
         lo, hi = (float(v) for v in law.support)
         if not lo < 0 < hi:
             raise ValueError(f"{what}: support {law.support} must contain 0")
-        z = np.linspace(lo, hi, 200_001)
-        cdf = np.asarray(law.cdf(z), float)
-        if np.any(np.diff(cdf) < -1e-12) or cdf[0] > 1e-9 or cdf[-1] < 1 - 1e-9:
+        z_neg, z_pos = np.linspace(lo, 0.0, 100_001), np.linspace(0.0, hi, 100_001)
+        f_neg = np.asarray(law.cdf(z_neg), float)
+        f_pos = np.asarray(law.cdf(z_pos), float)
+        if np.any(np.diff(f_neg) < -1e-12) or np.any(np.diff(f_pos) < -1e-12) \
+                or f_neg[0] > 1e-9 or f_pos[-1] < 1 - 1e-9 or f_pos[0] < f_neg[-1] - 1e-12:
             raise ValueError(f"{what}: cdf must rise from 0 to 1 over the support")
         # E ξ = ∫ (1 - F) over z > 0 minus ∫ F over z < 0
-        mean = float(np.trapezoid(np.where(z > 0, 1 - cdf, -cdf), z))
+        mean = float(np.trapezoid(1 - f_pos, z_pos) - np.trapezoid(f_neg, z_neg))
     else:
         if not hasattr(law, "atoms"):
             raise ValueError(f"{what}: an atomic law needs atoms = (values, weights)")
