@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: system-packages screenshots install run test lint bench viz mlflow tables docs
+.PHONY: system-packages screenshots install run test test-full lint bench viz mlflow tables docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { PYTHON=$(PYTHON) bash scripts/system_packages.sh venv && $(PYTHON) -m venv $(VENV); }
@@ -27,7 +27,10 @@ lint: install
 system-packages:  ## the Debian packages the tests need (chromium, espeak-ng, flite): installed or named
 	@bash scripts/system_packages.sh test
 
-test: system-packages install lint  ## the whole suite (benchmarks excluded)
+test: system-packages install lint  ## the suite (benchmarks and the whole-project run excluded)
+	$(BIN)/pytest tests --ignore=tests/benchmarks -m "not whole_project"
+
+test-full: system-packages install lint  ## the suite plus `kedro run` of every paper in one session (+4 min)
 	$(BIN)/pytest tests --ignore=tests/benchmarks
 
 bench: install  ## speed and memory measurements (pytest-benchmark)

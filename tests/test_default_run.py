@@ -1,4 +1,9 @@
-"""`kedro run` without --pipeline: every paper on conf/test in one Kedro run, then the scorecard."""
+"""`kedro run` without --pipeline: every paper on conf/test in one Kedro run, then the scorecard.
+
+Each paper's own end-to-end test runs it on conf/test and tests/test_project.py checks that
+``__default__`` holds every paper's nodes with the scorecard after every claims node, so this run
+of all of them together (about 200 s on 2 cores) is left to ``make test-full``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from icml25.pipeline_registry import paper_pipeline_names
 
 
 @pytest.mark.slow
+@pytest.mark.whole_project
 def test_every_paper_and_the_scorecard_run_in_one_session(kedro_project, run_pipeline):
     run_pipeline("__default__", env="test")
     papers = paper_pipeline_names()
