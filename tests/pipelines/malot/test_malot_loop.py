@@ -18,7 +18,12 @@ from icml25.pipelines.malot.prompts import (
     longcot_complete,
     proof_body,
 )
-from icml25.pipelines.malot.symbolic_agent import PortfolioProver, RuleCorrector
+from icml25.pipelines.malot.symbolic_agent import (
+    PortfolioProver,
+    RuleCorrector,
+    in_repertoire,
+    portfolio,
+)
 from icml25.pipelines.malot.synthetic import (
     FAMILIES,
     correction_records,
@@ -125,6 +130,44 @@ def test_symbolic_agents_are_seeded_and_the_corrector_reads_errors():
         THEOREM["statement"], "", "constructor <;> linarith [h₅]",
         [{"line": 8, "message": "unknown identifier 'h₅'"}], 2)
     assert renamed[0] == "constructor <;> linarith [h₀]"
+
+
+def test_prover_and_corrector_draw_on_one_repertoire():
+    """Every proof the rule corrector writes for a portfolio proof's errors is one the prover
+    could have sampled itself; the conjunction splits are among the prover's samples."""
+    theorems = generate_theorems(18, seed=11, prefix="r")
+    prover, corrector = PortfolioProver(0), RuleCorrector(1)
+    verifier = MiniLeanVerifier()
+    corrections = 0
+    for thm in theorems:
+        for proof in prover.prove(thm["statement"], thm["nl"], 4):
+            assert in_repertoire(thm["statement"], proof), proof
+            result = verifier.check(lean_file(thm["statement"], proof))
+            if result["complete"]:
+                continue
+            for fix in corrector.correct(thm["statement"], thm["nl"], proof, result["errors"], 2):
+                corrections += 1
+                assert in_repertoire(thm["statement"], fix), (thm["family"], proof, fix)
+    assert corrections > 20
+    conj = next(t for t in theorems if t["family"] == "conjunction")
+    texts = {c for c, _ in portfolio(conj["statement"], np.random.default_rng(0))}
+    assert "constructor <;> linarith" in texts and "constructor <;> nlinarith" in texts
+    sampled = set()
+    for seed in range(6):
+        sampled |= set(PortfolioProver(seed).prove(conj["statement"], conj["nl"], 8))
+    assert sampled & {"constructor <;> linarith", "constructor\n· linarith\n· linarith"}
+    assert not in_repertoire(conj["statement"], "constructor <;> omega")
+    assert not in_repertoire(conj["statement"], "nlinarith [sq_nonneg (z - 1)]")
+
+
+def test_corrector_reads_the_goal_from_the_messages_not_the_statement():
+    # the same conjunction statement: a message without a goal state gives no constructor
+    no_goal = RuleCorrector(0).options(THEOREM["statement"], "norm_num",
+                                       [{"line": 7, "message": "simp made no progress"}])
+    assert not set(no_goal) & {"constructor <;> linarith", "constructor <;> nlinarith"}
+    shown = RuleCorrector(0).options(THEOREM["statement"], "ring", [{
+        "line": 7, "message": "ring failed: not an equality\nx y : ℝ\n⊢ x = 2 ∧ y = 1"}])
+    assert "constructor <;> linarith" in shown
 
 
 def test_synthetic_theorems_cover_every_family_and_corrections_fail():

@@ -487,6 +487,17 @@ def theorem_metrics(solved: pd.DataFrame, rounds: int, seeds: list[int]
     return out
 
 
+def family_accuracy(solved: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per variant, per synthetic family: the share of held-out theorems solved within the
+    whole budget, over theorems and seeds."""
+    if not len(solved):
+        return {}
+    syn = solved[solved["set"] == "synthetic"]
+    return {str(v): {str(f): float((g["solved_round"] >= 0).mean())
+                     for f, g in rows.groupby("family")}
+            for v, rows in syn.groupby("variant")}
+
+
 def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.DataFrame,
                  lot_attempts: pd.DataFrame, coverage: pd.DataFrame, soundness: pd.DataFrame,
                  corrections: pd.DataFrame, lot_training: pd.DataFrame, params: dict[str, Any],
@@ -548,6 +559,7 @@ def judge_claims(solved: pd.DataFrame, attempts: pd.DataFrame, lot_solved: pd.Da
         "agent_backend": p.agent.backend,
         "correction_records": len(corrections),
         "lot_generated_tokens_per_theorem": lot_tokens,
+        "acc_minilean_by_family": family_accuracy(solved),
         "lot_final_train_loss": ({f"{ph}/seed{sd}": float(g["train_loss"].iloc[-1])
                                   for (ph, sd), g in lot_training.groupby(["phase", "seed"])}
                                  if len(lot_training) else {}),
