@@ -110,10 +110,22 @@ def test_returns_are_month_end_price_changes_split_by_date(tmp_path):
     month_end = prices.groupby(prices.index.to_period("M")).last()
     returns = month_end / month_end.shift(1) - 1  # written from the definition
     np.testing.assert_allclose(data.X_train, returns.loc["2020-01":"2020-12", ["A", "B", "C"]],
-                               rtol=1e-12)
+                               rtol=1e-12, atol=1e-14)  # csv round trip: 1 ulp
     np.testing.assert_allclose(data.y_test, returns.loc["2021-01":"2021-06", "IDX"], rtol=1e-12)
     assert data.X_train.shape == (12, 3) and data.X_test.shape == (6, 3)
     assert data.assets == ("A", "B", "C")
+
+
+def test_without_a_frequency_the_rows_are_the_periods(tmp_path):
+    path, prices = _prices(tmp_path)
+    data = it.price_returns(it.load_prices(path), ["A", "C"], "IDX",
+                            ("2020-01-01", "2020-12-31"), ("2021-01-01", "2021-06-30"),
+                            frequency=None, periods_per_year=52)
+    returns = prices / prices.shift(1) - 1
+    np.testing.assert_allclose(data.X_train, returns.loc["2020-01-01":"2020-12-31", ["A", "C"]],
+                               rtol=1e-12, atol=1e-14)  # csv round trip: 1 ulp
+    np.testing.assert_allclose(data.y_test, returns.loc["2021-01-01":"2021-06-30", "IDX"],
+                               rtol=1e-12, atol=1e-14)  # csv round trip: 1 ulp
 
 
 def test_bad_price_tables_get_clear_errors(tmp_path):

@@ -113,12 +113,13 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
 
 
 def price_returns(prices: pd.DataFrame, assets: list[str], index: str, train: tuple[str, str],
-                  test: tuple[str, str], frequency: str = "ME",
+                  test: tuple[str, str], frequency: str | None = "ME",
                   periods_per_year: float = 12.0, name: str = "real",
                   source: str = "prices") -> TrackingData:
     """Period returns (last price of each ``frequency`` period, ``pct_change``) of ``assets`` and
-    ``index``, split into the ``train`` and ``test`` date windows (inclusive). The first return
-    of the training window uses the price of the period before it, so no window is lost."""
+    ``index``, split into the ``train`` and ``test`` date windows (inclusive); ``frequency=None``
+    takes the table's rows as the periods (daily prices, say). The first return of the training
+    window uses the price of the period before it, so no window is lost."""
     missing = [c for c in [*assets, index] if c not in prices.columns]
     if missing:
         raise ValueError(f"{source}: no column {missing} (columns: {list(prices.columns)})")
@@ -126,7 +127,8 @@ def price_returns(prices: pd.DataFrame, assets: list[str], index: str, train: tu
     if not a < b < c <= d:
         raise ValueError(f"index_tracking: the windows must be ordered train {train} before "
                          f"test {test}")
-    per = prices[[*assets, index]].resample(frequency).last()
+    per = prices[[*assets, index]]
+    per = per if frequency is None else per.resample(frequency).last()
     returns = per.pct_change(fill_method=None).loc[a:d]
     gaps = returns.isna().any()
     if gaps.any():

@@ -256,7 +256,8 @@ class RealMarketParams(ParamsModel):
     indices: list[IndexColumn] = Field(min_length=1)
     train: tuple[str, str]
     test: tuple[str, str]
-    frequency: str = "ME"  # pandas resampling rule: the last price of each period
+    # pandas resampling rule (the last price of each period); null: the table's rows as periods
+    frequency: str | None = "ME"
     periods_per_year: float = Field(default=12.0, gt=0)
     ks: list[int] = Field(min_length=1)
 
