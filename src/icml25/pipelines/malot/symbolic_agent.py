@@ -1,8 +1,8 @@
 """The model-free reference agents (docs/papers/malot.md, "Baselines"): a tactic-portfolio
 prover and a rule-based corrector that draw on one tactic repertoire.
 
-:func:`repertoire` is the set of whole proofs both agents can write for a statement: closing
-tactics (``norm_num``, ``linarith``, ``nlinarith`` with square hints over variable pairs,
+The repertoire (:func:`portfolio`, membership :func:`in_repertoire`) is the set of whole proofs
+both agents can write for a statement: closing tactics (``norm_num``, ``linarith``, ``nlinarith`` with square hints over variable pairs,
 ``ring``, ``ring_nf``, ``omega``, ``positivity`` ...), the substitution ``norm_num [hyps]`` and
 the conjunction splits (``constructor <;> linarith`` ...). Both agents see the statement only
 through its variable and hypothesis names. The prover samples whole proofs from the repertoire
