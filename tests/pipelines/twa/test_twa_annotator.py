@@ -102,7 +102,7 @@ def test_noise_widens_or_drops_but_never_overlaps(lex):
 @pytest.mark.parametrize("spans, match", [
     ([[3, 9, "major", "Accuracy/Mistranslation"]], "falls outside the output"),
     ([[-1, 1, "minor", "Fluency/Grammar"]], "falls outside the output"),
-    ([[0, 2, "major", "X"], [1, 3, "minor", "Y"]], "overlaps"),
+    ([[2, 1, "major", "X"]], "is reversed"),
     ([[0, 1, "critical", "Accuracy/Mistranslation"]], "unknown severity 'critical'"),
     ([[0, 1, "major"]], "is not"),
 ])

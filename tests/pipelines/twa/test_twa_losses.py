@@ -117,7 +117,7 @@ def test_overlapping_spans_merge_with_max_weight_and_empty_spans_are_ignored():
     assert batch.span_index[0].tolist() == [-1, 0, 0, 0, -1, -1]
     assert batch.span_weight.tolist() == [5.0]
     assert batch.first_err.tolist() == [1]
-    with pytest.raises(ValueError, match="outside output 0"):
+    with pytest.raises(ValueError, match=r"output 0 of the batch: span \[2, 5\) outside"):
         build_batch([3], [[(2, 5, 1.0)]], 6)
 
 

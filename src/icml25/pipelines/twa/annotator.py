@@ -191,9 +191,14 @@ def add_noise(errors: list[Error], hyp: list[str], rng: np.random.Generator, p_w
 
 
 def validate_annotation(record_id: str, n_tokens: int, spans: Iterable[list]) -> None:
-    """Reject spans outside ``[0, n_tokens]`` (EOS included), overlapping spans and unknown
-    severities, naming the offending record."""
-    prev_end, prev = -1, None
+    """Reject malformed spans, reversed or empty spans, spans outside ``[0, n_tokens]`` (EOS
+    included) and unknown severities, naming the offending record.
+
+    Overlapping spans are accepted: several raters, or one rater marking two errors over the
+    same words, overlap in real MQM files, and the loss merges them into one span with the
+    max weight (:func:`icml25.pipelines.twa.losses.merge_spans`), as this annotator's own
+    ``_merge`` keeps the more severe label. The MQM *score* still counts every error.
+    """
     for span in sorted(spans, key=lambda s: (s[0], s[1])):
         if len(span) != 4:
             raise ValueError(f"annotation {record_id}: span {span!r} is not "
@@ -202,12 +207,12 @@ def validate_annotation(record_id: str, n_tokens: int, spans: Iterable[list]) ->
         if sev not in SEVERITIES:
             raise ValueError(f"annotation {record_id}: unknown severity {sev!r} in span {span!r}; "
                              f"expected one of {SEVERITIES}")
-        if not (0 <= s < e <= n_tokens + 1):
+        if e <= s:
+            raise ValueError(f"annotation {record_id}: span {span!r} is "
+                             f"{'reversed' if e < s else 'empty'} (end {e}, start {s})")
+        if not (s >= 0 and e <= n_tokens + 1):
             raise ValueError(f"annotation {record_id}: span {span!r} falls outside the output "
                              f"(tokens 0..{n_tokens}, EOS = {n_tokens})")
-        if s < prev_end:
-            raise ValueError(f"annotation {record_id}: span {span!r} overlaps span {prev!r}")
-        prev_end, prev = e, span
 
 
 ERROR_TYPES = ("mistranslation", "untranslated", "grammar", "word_order", "addition",

@@ -370,11 +370,15 @@ def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     Selection on dev oracle MQM only, as the paper tuned every method: on the first seed each
     variant's grid (lr x beta for DPO; lr for the others; lambda_UL is a variant of its own) is
     searched, and every run keeps its dev-best checkpoint (scored every ``eval_every`` steps).
-    ``twa`` is the best lambda_UL variant, ``dpo`` the best SFT-weight variant. The selected
+    ``twa`` is the best lambda_UL variant, ``dpo`` the best SFT-weight variant. A variant with
+    nothing to train on (DPO with zero preference pairs, Filter+SFT with no output under the
+    threshold) is skipped with a logged warning and recorded in ``skipped``; its metrics are NaN
+    and the claims that name it are ``inconclusive`` (:func:`merge_methods`). The selected
     runs are the first seed's models, so they are evaluated here (no seed is trained twice);
     :func:`run_method_seeds` reruns the other seeds at the selected hyperparameters.
     """
     from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.twa.training import NoTrainingData
     p = _params(params)
     set_threads(p.num_threads)
     m = _Methods(lexicon, corpus, systems, annotated, p)
@@ -389,10 +393,21 @@ def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     chosen: dict[str, dict[str, Any]] = {}  # name -> kind, method, lr, label, dev, step
     models0: dict[str, Seq2Seq] = {}
     grid_log: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}  # variant -> why it was not trained
     for name, kind, grid in families:
         for label, method in grid:
             for lr in f.lr:
-                model, info = m.train(name, kind, method, lr, seed0)
+                if name in skipped:
+                    m.bar.update(1)
+                    continue
+                try:
+                    model, info = m.train(name, kind, method, lr, seed0)
+                except NoTrainingData as err:
+                    skipped[name] = str(err)
+                    logger.warning("twa: variant %s skipped, its claims are inconclusive: %s",
+                                   name, err)
+                    m.bar.update(1)
+                    continue
                 grid_log.append({"variant": name, "hparams": label, "lr": lr,
                                  "dev_oracle_mqm": info["best_dev"],
                                  "best_step": info["best_step"], "dev_curve": info["dev_curve"]})
@@ -401,7 +416,10 @@ def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
                                     "dev": info["best_dev"], "step": info["best_step"]}
                     models0[name] = model
     lam = min(p.loss.ul_scale, key=lambda v: chosen[f"twa_l{v:g}"]["dev"])
-    dpo_w = min(p.dpo.sft_weight, key=lambda v: chosen[f"dpo_sft{v:g}"]["dev"])
+    dpo_ws = [v for v in p.dpo.sft_weight if f"dpo_sft{v:g}" in chosen]
+    dpo_w = min(dpo_ws, key=lambda v: chosen[f"dpo_sft{v:g}"]["dev"]) if dpo_ws else None
+    if dpo_w is None:
+        skipped["dpo"] = next(v for k, v in skipped.items() if k.startswith("dpo_sft"))
     for name, kind, method, like in _ablations(p, lam):
         lr = chosen[like]["lr"]
         model, info = m.train(name, kind, method, lr, seed0)
@@ -416,6 +434,7 @@ def select_methods(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dict[
     seed_everything(seed0)
     first = {name: m.evaluate(models0.pop(name)) for name in chosen}
     return {"chosen": chosen, "ul_scale": lam, "sft_weight": dpo_w, "grid": grid_log,
+            "skipped": skipped,
             "base": (base_metrics, base_seg), "seeds": {seed0: first},
             "base_info": systems["metadata"]["base"], "others": systems["metadata"]["others"]}
 
@@ -470,6 +489,7 @@ def merge_methods(selection: dict[str, Any], params: dict[str, Any],
                          f"{p.seeds}; re-run the seed shards")
     chosen = selection["chosen"]
     lam, dpo_w = selection["ul_scale"], selection["sft_weight"]
+    skipped: dict[str, str] = dict(selection.get("skipped", {}))
     variants: dict[str, dict[str, list[float]]] = {}
     segments: dict[str, list[list[float]]] = {}
     for seed, runs in per_seed:
@@ -478,22 +498,28 @@ def merge_methods(selection: dict[str, Any], params: dict[str, Any],
                              f"{list(chosen)}; re-run the seed shards")
         results = {"base": selection["base"], **runs}
         results["twa"] = results[f"twa_l{lam:g}"]
-        results["dpo"] = results[f"dpo_sft{dpo_w:g}"]
-        twa_seg = results["twa"][1]
+        if dpo_w is not None:
+            results["dpo"] = results[f"dpo_sft{dpo_w:g}"]
+        twa_metrics, twa_seg = results["twa"]
+        for name in skipped:  # not trained: NaN metrics, so its claims are inconclusive
+            results[name] = ({k: float("nan") for k in twa_metrics},
+                             np.full(len(twa_seg), np.nan))
         for name, (metrics, seg) in results.items():
             store = variants.setdefault(name, {})
             for k, v in metrics.items():
                 store.setdefault(k, []).append(float(v))
             store.setdefault("test_p_vs_twa", []).append(
-                paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
+                float("nan") if name in skipped
+                else paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
             segments.setdefault(name, []).append(np.asarray(seg).tolist())
     selected = {name: {"lr": c["lr"], "hparams": c["hparams"], "dev_oracle_mqm": c["dev"],
                        "best_step": c["step"]} for name, c in chosen.items()}
     selected |= {"twa": {"ul_scale": lam, "variant": f"twa_l{lam:g}"},
-                 "dpo": {"sft_weight": dpo_w, "variant": f"dpo_sft{dpo_w:g}"}}
+                 "dpo": ({"sft_weight": dpo_w, "variant": f"dpo_sft{dpo_w:g}"}
+                         if dpo_w is not None else {"skipped": skipped["dpo"]})}
     return {"variants": variants, "segments": segments, "selected": selected,
-            "grid": selection["grid"], "base_info": selection["base_info"],
-            "others": selection["others"]}
+            "skipped": skipped, "grid": selection["grid"],
+            "base_info": selection["base_info"], "others": selection["others"]}
 
 
 # ------------------------------------------------------------------------------ reporting
@@ -572,7 +598,14 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
                            p.seeds, title="TWA: finetuning MT with span-level error annotations",
                            figures=["figures/test_oracle_mqm.png", "figures/within_span.png"],
                            confidence=confidence, seeds_of={v: p.seeds for v in metrics})
+    skipped = results.get("skipped", {})
+    for c in claims["claims"]:
+        why = [f"{v} was not trained ({skipped[v]})" for v in (c["method"], c["baseline"])
+               if v in skipped]
+        if why:  # NaN metrics: the engine already judged it inconclusive
+            c["reason"] = "; ".join(why)
     extra = {"data": _data_stats(annotated), "selected": results["selected"],
+             "skipped": skipped, "within_span": within_span_summary(metrics),
              "base_model": results["base_info"], "other_systems": results["others"],
              "mqm_weights": MQM_WEIGHTS}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
@@ -584,12 +617,45 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
     return report, claims
 
 
+# the within-span diagnostic is reported for these variants (those that ran)
+WITHIN_SPAN_VARIANTS = ("twa", "twa_token_ul", "twa_l1", "twa_token_ul_l1", "twa_offtraj",
+                        "twa_seq", "sft_all", "filter_sft", "dpo")
+
+
+def within_span_summary(variants: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """The within-span diagnostic beside the verdicts: per variant, the mean (and std, and the
+    per-seed values) over seeds of the change of log p, against the base model, of the truly
+    wrong and the truly correct tokens inside the noisy training spans, their difference
+    (wrong - correct: negative when the variant singles out the wrong tokens, the point of
+    span-level UL), and whether the wrong tokens went down at all."""
+    out: dict[str, Any] = {}
+    for v in WITHIN_SPAN_VARIANTS:
+        if v not in variants or "inspan_wrong_dlogp" not in variants[v]:
+            continue
+        wrong = np.asarray(variants[v]["inspan_wrong_dlogp"], float)
+        right = np.asarray(variants[v]["inspan_correct_dlogp"], float)
+        if np.isnan(wrong).all():
+            continue
+        gap = wrong - right
+        out[v] = {"wrong_dlogp_mean": float(np.mean(wrong)),
+                  "wrong_dlogp_std": float(np.std(wrong, ddof=1)) if wrong.size > 1 else 0.0,
+                  "correct_dlogp_mean": float(np.mean(right)),
+                  "correct_dlogp_std": float(np.std(right, ddof=1)) if right.size > 1 else 0.0,
+                  "wrong_minus_correct_mean": float(np.mean(gap)),
+                  "wrong_minus_correct_per_seed": gap.tolist(),
+                  "wrong_pushed_down": bool(np.mean(wrong) < 0),
+                  "wrong_pushed_down_seeds": int(np.sum(wrong < 0)),
+                  "n_seeds": int(wrong.size)}
+    return out
+
+
 def plot_results(results: dict[str, Any]) -> dict[str, Any]:
     """Test oracle MQM per variant (mean and std over seeds) and the within-span diagnostic."""
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    variants = results["variants"]
+    variants = {v: m for v, m in results["variants"].items()
+                if not np.isnan(m["test_oracle_mqm"]).all()}  # skipped variants: no bar
     names = sorted(variants, key=lambda v: np.mean(variants[v]["test_oracle_mqm"]))
     fig1, ax = plt.subplots(figsize=(8, 3.5))
     means = [np.mean(variants[v]["test_oracle_mqm"]) for v in names]

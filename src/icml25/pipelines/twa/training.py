@@ -143,6 +143,33 @@ def dpo_pairs(examples: Sequence[Example], max_pairs_per_source: int,
     return pairs
 
 
+class NoTrainingData(ValueError):
+    """A method has nothing to train on (Filter+SFT: no output passes the filter; DPO: no
+    source has two outputs with different MQM). The pipeline skips that variant, logs why, and
+    its claims are judged ``inconclusive``."""
+
+
+def training_data(method: MethodConfig, examples: Sequence[Example], max_pairs_per_source: int,
+                  rng: np.random.Generator) -> list:
+    """What ``method`` trains on: the examples, the filtered examples or the DPO pairs;
+    :class:`NoTrainingData` (naming the method and why) when that is empty."""
+    if not examples:
+        raise NoTrainingData(f"{method.kind}: no annotated outputs to train on")
+    if method.kind == "filter_sft":
+        data = filter_examples(examples, method.filter_threshold)
+        if not data:
+            raise NoTrainingData(f"filter_sft: none of the {len(examples)} outputs has MQM <= "
+                                 f"{method.filter_threshold:g} (finetune.filter_threshold)")
+        return data
+    if method.kind == "dpo":
+        data = dpo_pairs(examples, max_pairs_per_source, rng)
+        if not data:
+            raise NoTrainingData(f"dpo: zero preference pairs among {len(examples)} outputs (no "
+                                 "source has two different outputs with different MQM)")
+        return data
+    return list(examples)
+
+
 def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], vocab: Vocab, *,
              steps: int, batch: int, lr: float, warmup: float, seed: int,
              max_pairs_per_source: int = 6, progress: bool = True, desc: str = "finetune",
@@ -158,12 +185,9 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
     rng = np.random.default_rng(seed)
     model = copy.deepcopy(base)
     model.train()
-    data: list = list(examples)
-    if method.kind == "filter_sft":
-        data = filter_examples(examples, method.filter_threshold)
+    data = training_data(method, examples, max_pairs_per_source, rng)
     ref_w = ref_l = None
     if method.kind == "dpo":
-        data = dpo_pairs(examples, max_pairs_per_source, rng)
         base.eval()
         with torch.no_grad():  # the frozen reference, computed once
             ref_w = torch.cat([sequence_logprobs(base, [p[0].src for p in data[k:k + 256]],
@@ -172,8 +196,6 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
             ref_l = torch.cat([sequence_logprobs(base, [p[1].src for p in data[k:k + 256]],
                                                  [p[1].tgt for p in data[k:k + 256]], vocab)
                                for k in range(0, len(data), 256)])
-    if not data:
-        raise ValueError(f"finetune {method.kind}: no training data (filter or pairs empty)")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warm = round(warmup * steps)
     losses: list[float] = []
@@ -184,6 +206,9 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
         idx = rng.integers(0, len(data), size=batch)
         loss = _method_loss(model, method, [data[i] for i in idx], vocab,
                             None if ref_w is None else (ref_w[idx], ref_l[idx]))
+        if not bool(torch.isfinite(loss)):
+            raise FloatingPointError(f"finetune {desc}: loss {loss.item()!r} at step {step + 1} "
+                                     f"(lr {lr:g}); lower the learning rate")
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
