@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,16 +120,57 @@ def test_a_trained_model_learns_the_markov_language():
 
 
 def test_stdlib_corpus_is_deterministic_and_split_is_disjoint():
-    """The stdlib-docs corpus is the same on every build; the split is disjoint."""
+    """The stdlib-docs corpus is the same on every build; after deduplication the three splits
+    share no document and no text, and the split is a pure function of its seed."""
     texts = [corpus.join_documents(corpus.stdlib_docstrings(max_files=25)
                                    + corpus.pydoc_topics()) for _ in range(2)]
     metas = [corpus.corpus_meta(t, "stdlib_docs", 0) for t in texts]
     assert metas[0]["sha256"] == metas[1]["sha256"]
     docs = corpus.split_documents(texts[0])
-    train, val = corpus.train_val_split(docs, 0.05, seed=0)
-    assert len(train) + len(val) == len(docs) and val
-    assert not set(train) & set(val) or len(set(docs)) < len(docs)
-    assert train == corpus.train_val_split(docs, 0.05, seed=0)[0]
+    unique, removed = corpus.deduplicate(docs)
+    # the stdlib repeats docstrings: some are removed, and what is left is unique
+    assert removed > 0 and len(unique) + removed == len(docs)
+    assert len({corpus.normalised(d) for d in unique}) == len(unique)
+    with pytest.raises(ValueError, match="duplicate documents"):
+        corpus.train_val_test_split(docs, 0.05, 0.05, seed=0)
+    train, val, test = corpus.train_val_test_split(unique, 0.05, 0.05, seed=0)
+    assert len(train) + len(val) + len(test) == len(unique) and val and test
+    keys = [{corpus.normalised(d) for d in part} for part in (train, val, test)]
+    assert not keys[0] & keys[1] and not keys[0] & keys[2] and not keys[1] & keys[2]
+    assert len(val) == round(0.05 * len(unique)) == len(test)
+    assert (train, val, test) == corpus.train_val_test_split(unique, 0.05, 0.05, seed=0)
+    assert val != corpus.train_val_test_split(unique, 0.05, 0.05, seed=1)[1]
+
+
+def test_deduplicate_keeps_first_occurrences_and_counts_the_rest():
+    docs = ["Return the sum.  It is an int.", "Other text here.", "Return the sum. It is\nan int.",
+            "Other text here.", "Third."]
+    unique, removed = corpus.deduplicate(docs)
+    assert unique == ["Return the sum.  It is an int.", "Other text here.", "Third."]
+    assert removed == 2
+
+
+def test_split_node_removes_duplicates_before_splitting():
+    """A document copied across the corpus ends up in one split only; the record counts it."""
+    from icml25.pipelines.frugal import nodes
+    docs = [f"Document number {i} about module m{i % 7} and its functions." for i in range(60)]
+    docs += docs[:9]  # nine copies
+    conf = {**_test_conf(), "data": {"val_frac": 0.1, "test_frac": 0.1, "split_seed": 3}}
+    train, val, test, meta = nodes.split_corpus(corpus.join_documents(docs), conf)
+    parts = [set(corpus.split_documents(t)) for t in (train, val, test)]
+    assert meta["n_docs"] == 69 and meta["n_duplicates_removed"] == 9 and meta["n_unique"] == 60
+    assert (meta["n_train"], meta["n_val"], meta["n_test"]) == (48, 6, 6)
+    assert sum(map(len, parts)) == 60 and not (parts[0] & parts[1] or parts[0] & parts[2]
+                                               or parts[1] & parts[2])
+    assert meta["sha256_test"] == corpus.text_sha256(test)
+
+
+def _test_conf() -> dict:
+    from omegaconf import OmegaConf
+    root = Path(__file__).resolve().parents[3]
+    merged = OmegaConf.merge(OmegaConf.load(root / "conf/base/parameters_frugal.yml"),
+                             OmegaConf.load(root / "conf/test/parameters_frugal.yml"))
+    return OmegaConf.to_container(merged)["frugal"]
 
 
 def test_corpus_errors_are_clear(tmp_path):
@@ -219,4 +261,16 @@ def test_optimizer_params_validation():
     with pytest.raises(ValueError, match="need projector: block"):
         OptimizerParams(kind="frugal", role="method", lr=1e-3, projector="svd",
                         proj_logits=True)
+    with pytest.raises(ValueError, match="exclude each other"):
+        OptimizerParams(kind="adamw", role="baseline", lr=1e-3, lr_grid=[1e-3],
+                        lr_from="frugal_block_025")
+    with pytest.raises(ValueError, match=r"lr_grid\.0\.lr"):
+        OptimizerParams(kind="adamw", role="baseline", lr=1e-3, lr_grid=[-1.0])
+    point = OptimizerParams(kind="frugal", role="method", lr=1e-3, proj_lr_scale=0.1,
+                            lr_grid=[2e-2, {"lr": 3e-2, "proj_lr_scale": 0.3}])
+    assert point.lr_grid[0].lr == 2e-2 and point.lr_grid[0].proj_lr_scale is None
+    moved = point.with_point(point.lr_grid[0])
+    assert (moved.lr, moved.proj_lr_scale) == (2e-2, 0.1)
+    moved = point.with_point(point.lr_grid[1])
+    assert (moved.lr, moved.proj_lr_scale) == (3e-2, 0.3)
     assert isinstance(nn.Linear(2, 2), nn.Module)

@@ -30,9 +30,14 @@ def _conf(env: str) -> dict:
 def test_config_environments_validate(env):
     p = validate_parameters(FrugalParams, _conf(env), "frugal")
     assert p.optimizers["galore_025"].proj_lr_scale == 0.25
+    assert p.optimizers["frugal_logits_free"].lr_from == "frugal_block_025"
     if env == "paper":
         assert (p.model.d, p.model.layers, p.model.heads, p.model.ff) == (512, 8, 8, 1376)
         assert p.train.batch * p.train.grad_accum == 512 and p.train.amp
+        # the official scripts' rates: nothing of conf/base's CPU selection carries over
+        assert all(o.lr_grid is None for o in p.optimizers.values())
+        assert all(o.proj_lr_scale == 1.0 for n, o in p.optimizers.items() if o.kind == "frugal")
+        assert p.optimizers["frugal_block_025"].lr == 1e-3
 
 
 def test_missing_optimizer_variant_is_a_parameter_error():
@@ -49,14 +54,17 @@ def test_paper_code_path_runs_on_cpu_at_tiny_size(tmp_path):
         (sources / f"mod{i}.rst.txt").write_text(
             f"Module {i}\n========\n\nThis module provides functions number {i} for lists "
             "and strings. It returns a new object and raises ValueError on bad input.\n" * 3)
+    (sources / "copy.rst.txt").write_text((sources / "mod0.rst.txt").read_text())
     conf = _conf("paper")
     conf["data"].update({"deb_sources": str(tmp_path / "_sources"), "max_files": 5})
     conf["tokenizer"]["vocab"] = 300
     text, meta = nodes.build_corpus(conf)
     assert meta["source"] == "python_doc_deb" and meta["n_docs"] > 6
-    train_text, val_text = nodes.split_corpus(text, conf)
+    train_text, val_text, test_text, split = nodes.split_corpus(text, conf)
+    # copy.rst.txt repeats mod0.rst.txt: removed before the split
+    assert split["n_duplicates_removed"] >= 1 and split["n_val"] >= 1 and split["n_test"] >= 1
     tok = nodes.fit_tokenizer(train_text, conf)
-    train_ids, val_ids = nodes.tokenize(tok, train_text, val_text)
+    train_ids, val_ids, _ = nodes.tokenize(tok, train_text, val_text, test_text)
     p = validate_parameters(FrugalParams, conf, "frugal")
     tiny_model = ModelParams(d=16, layers=2, heads=2, ff=24, seq=16)
     train = TrainParams(**{**p.train.model_dump(), "steps": 4, "batch": 2, "grad_accum": 2,
@@ -89,7 +97,7 @@ def test_synthetic_markov_source_records_its_optimal_perplexity():
     conf["tokenizer"] = {"kind": "char", "vocab": 300}
     text, meta = nodes.build_corpus(conf)
     assert 1 < meta["optimal_ppl"] < 16
-    train_text, val_text = nodes.split_corpus(text, conf)
-    train_ids, val_ids = nodes.tokenize(nodes.fit_tokenizer(train_text, conf), train_text,
-                                        val_text)
-    assert train_ids.max() <= 16 and val_ids.size > 0
+    train_text, val_text, test_text, _ = nodes.split_corpus(text, conf)
+    train_ids, val_ids, test_ids = nodes.tokenize(nodes.fit_tokenizer(train_text, conf),
+                                                  train_text, val_text, test_text)
+    assert train_ids.max() <= 16 and val_ids.size > 0 and test_ids.size > 0

@@ -21,15 +21,32 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert set(metrics["metrics"]) == set(VARIANTS)
     for variant in VARIANTS:
         values = metrics["metrics"][variant]
-        assert set(METRICS) | {"val_ppl_over_adamw"} <= set(values)
-        assert math.isfinite(values["val_ppl"]) and values["val_ppl"] > 1
+        assert set(METRICS) | {"test_ppl_over_adamw"} <= set(values)
+        assert math.isfinite(values["test_ppl"]) and values["test_ppl"] > 1
         assert values["state_floats_formula_abs_error"] == 0, variant
-    assert len(metrics["per_seed"]["adamw"]["val_ppl"]) == 2  # test seeds [0, 1]
+    assert len(metrics["per_seed"]["adamw"]["test_ppl"]) == 2  # test seeds [0, 1]
     # every variant on the same seeds: the claims pair them by seed
-    assert {len(metrics["per_seed"][v]["val_ppl"]) for v in VARIANTS} == {2}
-    assert metrics["per_seed"]["adamw"]["val_ppl_over_adamw"] == [1.0, 1.0]
+    assert {len(metrics["per_seed"][v]["test_ppl"]) for v in VARIANTS} == {2}
+    assert metrics["per_seed"]["adamw"]["test_ppl_over_adamw"] == [1.0, 1.0]
     assert metrics["metrics"]["signsgd"]["state_floats"] == 0
     assert metrics["corpus"]["source"] == "stdlib_docs" and len(metrics["corpus"]["sha256"]) == 64
+    split = metrics["corpus"]["split"]
+    assert split["n_duplicates_removed"] > 0  # the stdlib repeats docstrings
+    assert split["n_unique"] == split["n_train"] + split["n_val"] + split["n_test"]
+    assert split["n_docs"] == metrics["corpus"]["n_docs"] == split["n_unique"] + \
+        split["n_duplicates_removed"]
+    # learning rates chosen on the validation split: the grid's best setting is the one used
+    sel = metrics["lr_selection"]
+    assert sel["split"] == "val" and sel["seeds"] == [100]
+    adamw = sel["variants"]["adamw"]
+    assert adamw["selected_by"] == "validation" and len(adamw["grid"]) == 2
+    best = min(adamw["grid"], key=lambda row: row["val_ppl"])
+    assert metrics["lr"]["adamw"] == best["lr"] == adamw["chosen"]["lr"]
+    block = sel["variants"]["frugal_block_025"]
+    assert sel["variants"]["frugal_logits_free"]["chosen"] == block["chosen"]
+    assert sel["variants"]["frugal_logits_free"]["selected_by"] == "lr_from frugal_block_025"
+    assert sel["variants"]["galore_025"]["selected_by"] == "configured"
+    assert metrics["lr"]["galore_025"] == 3.0e-2
     assert metrics["curves"]["frugal_block_025"]["0"]
 
     claims = json.loads((out / "claims.json").read_text())
@@ -52,7 +69,7 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         memory = next(c for c in claims["claims"]
                       if c["metric"] == metric and c["baseline"] == baseline)
         assert memory["verdict"] == "holds" and memory["test"] == "exact"
-    assert {p.name for p in (out / "figures").iterdir()} == {"val_ppl_curves.png",
+    assert {p.name for p in (out / "figures").iterdir()} == {"test_ppl_curves.png",
                                                              "ppl_vs_state_memory.png"}
     assert (out / "results_table.csv").read_text().count("\n") == len(VARIANTS) + 1
     # one folder per seed shard: seed i of [0, 1] is trained by shard i % n
@@ -65,14 +82,20 @@ def test_frugal_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     runs = mlflow.search_runs(experiment_names=["frugal"], output_format="list")
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parent) == 1 and {r.info.status for r in runs} == {"FINISHED"}
+    tags = parent[0].data.tags
+    assert tags["frugal.corpus.sha256"] == metrics["corpus"]["sha256"]
+    assert tags["frugal.corpus.sha256_test"] == split["sha256_test"]
+    assert tags["frugal.corpus.python_version"] == metrics["corpus"]["python_version"]
+    assert parent[0].data.metrics["frugal.corpus.n_duplicates_removed"] == \
+        split["n_duplicates_removed"]
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
     for variant in VARIANTS:
-        assert "val_ppl" in children[variant].data.metrics
+        assert "test_ppl" in children[variant].data.metrics
         assert children[variant].data.params["kind"]
     assert children["frugal_block_025"].data.tags["icml25.role"] == "method"
     assert children["galore_025"].data.tags["icml25.role"] == "baseline"
     curve = mlflow.MlflowClient().get_metric_history(
-        children["frugal_block_025"].info.run_id, "curve/val_ppl/seed_1")
+        children["frugal_block_025"].info.run_id, "curve/test_ppl/seed_1")
     assert [m.step for m in curve] == [6, 12]  # conf/test: eval every 6 of 12 steps
 
 

@@ -159,24 +159,63 @@ def split_documents(text: str) -> list[str]:
 
 def corpus_meta(text: str, source: str, n_docs: int, **extra) -> dict:
     return {"source": source, "python_version": platform.python_version(),
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "n_docs": n_docs,
+            "sha256": text_sha256(text), "n_docs": n_docs,
             "n_chars": len(text), **extra}
 
 
-def train_val_split(docs: Sequence[str], val_frac: float,
-                    seed: int) -> tuple[list[str], list[str]]:
-    """Split by document (a seeded permutation): no document is in both parts."""
-    if not 0.0 < val_frac < 1.0:
-        raise ValueError(f"frugal.data.val_frac: got {val_frac}; expected in (0, 1)")
+def normalised(doc: str) -> str:
+    """The text a duplicate is judged on: whitespace runs collapsed, ends stripped."""
+    return " ".join(doc.split())
+
+
+def deduplicate(docs: Sequence[str]) -> tuple[list[str], int]:
+    """The documents with every repeat of an earlier one (same :func:`normalised` text) removed,
+    first occurrences kept in order, and the number removed. The stdlib repeats docstrings
+    (inherited methods, ``__init__`` of sibling classes), so without this a validation or test
+    document can be a copy of a training one."""
+    seen: set[str] = set()
+    unique: list[str] = []
+    for doc in docs:
+        key = normalised(doc)
+        if key not in seen:
+            seen.add(key)
+            unique.append(doc)
+    return unique, len(docs) - len(unique)
+
+
+def train_val_test_split(docs: Sequence[str], val_frac: float, test_frac: float,
+                         seed: int) -> tuple[list[str], list[str], list[str]]:
+    """Split deduplicated documents into train / validation / test (a seeded permutation).
+
+    Validation (for choosing learning rates) and test (for the reported results) are disjoint
+    from each other and from training, by document and by text: a corpus with duplicate
+    documents is refused (:func:`deduplicate` it first). Each part keeps corpus order.
+    """
+    for name, frac in (("val_frac", val_frac), ("test_frac", test_frac)):
+        if not 0.0 < frac < 1.0:
+            raise ValueError(f"frugal.data.{name}: got {frac}; expected in (0, 1)")
+    if val_frac + test_frac >= 1.0:
+        raise ValueError(f"frugal.data: val_frac + test_frac = {val_frac + test_frac} leaves "
+                         "no training documents; expected a sum below 1")
     n = len(docs)
+    if len({normalised(d) for d in docs}) < n:
+        raise ValueError("corpus: duplicate documents; deduplicate before splitting so that no "
+                         "text is in two splits")
     n_val = max(1, round(val_frac * n))
-    if n - n_val < 1:
-        raise ValueError(f"corpus: {n} documents are too few to split with val_frac {val_frac}")
-    order = np.random.default_rng(seed).permutation(n)
-    val_idx = set(order[:n_val].tolist())
-    train = [d for i, d in enumerate(docs) if i not in val_idx]
+    n_test = max(1, round(test_frac * n))
+    if n - n_val - n_test < 1:
+        raise ValueError(f"corpus: {n} documents are too few to split with val_frac {val_frac} "
+                         f"and test_frac {test_frac}")
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    val_idx, test_idx = set(order[:n_val]), set(order[n_val:n_val + n_test])
+    train = [d for i, d in enumerate(docs) if i not in val_idx and i not in test_idx]
     val = [d for i, d in enumerate(docs) if i in val_idx]
-    return train, val
+    test = [d for i, d in enumerate(docs) if i in test_idx]
+    return train, val, test
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def train_tokenizer(docs: Sequence[str], vocab_size: int, kind: str = "bpe") -> str:

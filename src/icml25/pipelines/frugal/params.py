@@ -37,14 +37,25 @@ class MarkovParams(ParamsModel):
 
 
 class DataParams(ParamsModel):
+    """The corpus and its split: deduplicated documents, then train / validation (learning-rate
+    selection) / test (the reported results), disjoint by document and by text."""
+
     source: Literal["stdlib_docs", "python_doc_deb", "synthetic_markov"] = "stdlib_docs"
     val_frac: float = Field(default=0.05, gt=0, lt=1)
+    test_frac: float = Field(default=0.05, gt=0, lt=1)
     split_seed: int = Field(default=0, ge=0)
     min_chars: int = Field(default=40, ge=0)
     max_files: int | None = Field(default=None, gt=0)
     deb_sources: str = "/usr/share/doc/python3.11/html/_sources"
     include_stdlib: bool = False
     markov: MarkovParams = MarkovParams()
+
+    @model_validator(mode="after")
+    def _fractions(self) -> DataParams:
+        if self.val_frac + self.test_frac >= 1:
+            raise ValueError(f"val_frac + test_frac = {self.val_frac + self.test_frac} leaves no "
+                             "training documents; expected a sum below 1")
+        return self
 
 
 class TokenizerParams(ParamsModel):
@@ -89,8 +100,23 @@ class TrainParams(ParamsModel):
         return self
 
 
+class GridPoint(ParamsModel):
+    """One setting of a learning-rate grid: ``lr`` and, where given, the FRUGAL / GaLore scales
+    (unset = the variant's own value). A bare number in the grid is ``{lr: number}``."""
+
+    lr: float = Field(gt=0)
+    proj_lr_scale: float | None = Field(default=None, gt=0)
+    inactive_lr_scale: float | None = Field(default=None, ge=0)
+
+
 class OptimizerParams(ParamsModel):
-    """One named optimiser configuration (a variant of the pipeline)."""
+    """One named optimiser configuration (a variant of the pipeline).
+
+    ``lr_grid``: the settings tried on the validation split (``frugal.selection.seeds``); the
+    one with the lowest validation perplexity is trained on every seed and reported on the test
+    split. ``lr_from``: use the setting selected for another variant (an ablation that changes
+    one thing). Neither: the configured ``lr`` and scales are used as they are.
+    """
 
     kind: Literal["adamw", "frugal", "galore", "badam", "signsgd"]
     role: Literal["method", "baseline", "ablation"]
@@ -108,6 +134,22 @@ class OptimizerParams(ParamsModel):
     proj_norms: bool = False
     weight_decay: float = Field(default=0.0, ge=0)
     seeds: Seeds | None = None
+    lr_grid: list[GridPoint] | None = Field(default=None, min_length=1)
+    lr_from: str | None = None
+
+    @field_validator("lr_grid", mode="before")
+    @classmethod
+    def _bare_numbers(cls, grid):
+        if isinstance(grid, list):
+            return [{"lr": g} if isinstance(g, int | float) and not isinstance(g, bool) else g
+                    for g in grid]
+        return grid
+
+    def with_point(self, point: GridPoint | dict) -> OptimizerParams:
+        """This configuration at one grid setting (scales left unset keep their values)."""
+        point = GridPoint.model_validate(point)
+        update = {k: v for k, v in point.model_dump().items() if v is not None}
+        return self.model_copy(update=update)
 
     @model_validator(mode="after")
     def _consistent(self) -> OptimizerParams:
@@ -117,7 +159,18 @@ class OptimizerParams(ParamsModel):
                              f"{self.projector!r} projector splits matrices of the blocks only)")
         if self.kind == "galore" and self.projector not in ("svd", "random", "randperm"):
             raise ValueError(f"kind galore needs a matrix projector, got {self.projector!r}")
+        if self.lr_grid is not None and self.lr_from is not None:
+            raise ValueError("lr_grid and lr_from exclude each other: either select on this "
+                             "variant's own grid or take another variant's selection")
         return self
+
+
+class SelectionParams(ParamsModel):
+    """Learning-rate selection on the validation split: every grid setting is trained on these
+    seeds (kept apart from the reported ``seeds`` by default) and ranked by the mean final
+    validation perplexity."""
+
+    seeds: Seeds = Field(default_factory=lambda: [100])
 
 
 class FrugalParams(ParamsModel):
@@ -130,6 +183,7 @@ class FrugalParams(ParamsModel):
     model: ModelParams
     train: TrainParams
     optimizers: dict[str, OptimizerParams]
+    selection: SelectionParams = SelectionParams()
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @field_validator("optimizers")
@@ -141,6 +195,20 @@ class FrugalParams(ParamsModel):
             raise ValueError(f"optimizers must be exactly {list(VARIANTS)} "
                              f"(missing {missing}, unknown {extra})")
         return optimizers
+
+    @model_validator(mode="after")
+    def _lr_sources(self) -> FrugalParams:
+        for name, cfg in self.optimizers.items():
+            src = cfg.lr_from
+            if src is None:
+                continue
+            if src not in self.optimizers or src == name:
+                raise ValueError(f"optimizers.{name}.lr_from: got {src!r}; expected another "
+                                 f"variant of {list(VARIANTS)}")
+            if self.optimizers[src].lr_from is not None:
+                raise ValueError(f"optimizers.{name}.lr_from: {src!r} takes its own setting "
+                                 f"from {self.optimizers[src].lr_from!r}; name that variant")
+        return self
 
     @model_validator(mode="after")
     def _tokenizer_fits(self) -> FrugalParams:

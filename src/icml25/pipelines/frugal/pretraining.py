@@ -2,7 +2,8 @@
 
 Everything every optimiser shares lives here: the token windows (a batch is a pure function of
 ``(seed, step)``), the schedule (linear warm-up, one cosine cycle to ``min_lr_ratio·lr``), the
-validation windows (the same for every optimiser) and the measurements: validation perplexity
+held-out windows (the same for every optimiser; validation windows for learning-rate
+selection, test windows for the reported results) and the measurements: held-out perplexity
 curve, optimiser-state floats counted from ``optimizer.state``, memory, optimiser step time
 (step hooks) and the effective rank of the update accumulated over one refresh period.
 """
@@ -47,10 +48,10 @@ def check_token_ids(ids: np.ndarray, vocab_size: int, name: str) -> np.ndarray:
 
 
 def validation_windows(ids: np.ndarray, seq: int, max_windows: int) -> torch.Tensor:
-    """Non-overlapping windows of ``seq + 1`` tokens from the start of the validation stream."""
+    """Non-overlapping windows of ``seq + 1`` tokens from the start of a held-out stream."""
     n = min((len(ids) - 1) // seq, max_windows)
     if n < 1:
-        raise ValueError(f"validation stream of {len(ids)} tokens is shorter than one window "
+        raise ValueError(f"held-out stream of {len(ids)} tokens is shorter than one window "
                          f"of {seq + 1}")
     rows = [ids[i * seq: i * seq + seq + 1] for i in range(n)]
     return torch.from_numpy(np.stack(rows).astype(np.int64))
@@ -186,7 +187,7 @@ class _StepProbe:
 
 def pretrain(
     train_ids: np.ndarray,
-    val_ids: np.ndarray,
+    eval_ids: np.ndarray,
     vocab_size: int,
     model_params: ModelParams,
     train_params: TrainParams,
@@ -196,10 +197,16 @@ def pretrain(
     *,
     progress: bool = True,
     desc: str = "pretrain",
+    split: str = "val",
 ) -> tuple[LlamaLM, dict[str, Any]]:
-    """Train one model with one optimiser and measure it; returns the model and a record."""
+    """Train one model with one optimiser and measure it; returns the model and a record.
+
+    ``eval_ids`` is the held-out stream the perplexity is measured on, named ``split`` in the
+    record (``<split>_ppl``, ``<split>_nll`` and the curve's ``<split>_ppl``): the validation
+    split when learning rates are selected, the test split for the reported results.
+    """
     train_ids = check_token_ids(train_ids, vocab_size, "train token ids")
-    val_ids = check_token_ids(val_ids, vocab_size, "validation token ids")
+    eval_ids = check_token_ids(eval_ids, vocab_size, f"{split} token ids")
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=vocab_size, d_model=model_params.d,
                          n_layers=model_params.layers, n_heads=model_params.heads,
@@ -210,7 +217,7 @@ def pretrain(
     tp = train_params
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(tp.steps, tp.warmup, tp.min_lr_ratio))
-    val = validation_windows(val_ids, model_params.seq, tp.val_windows).to(device)
+    held_out = validation_windows(eval_ids, model_params.seq, tp.val_windows).to(device)
     sample = batch_sampler(train_ids, model_params.seq, tp.batch * tp.grad_accum, seed)
 
     def batch_fn(step: int) -> torch.Tensor:
@@ -246,13 +253,13 @@ def pretrain(
                             log_every=tp.log_every, eval_every=tp.eval_every,
                             progress=progress, desc=desc, checkpoint_every=0),
             scheduler=scheduler,
-            eval_fn=lambda m: mean_token_nll(m, val, tp.eval_batch),
+            eval_fn=lambda m: mean_token_nll(m, held_out, tp.eval_batch),
             device=device,
         )
     finally:
         for h in handles:
             h.remove()
-    final_nll = mean_token_nll(model, val, tp.eval_batch)
+    final_nll = mean_token_nll(model, held_out, tp.eval_batch)
     counted = state_floats(optimizer)
     formulas = expected_state_floats(model, opt_params, result.steps_done, seed)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -262,12 +269,12 @@ def pretrain(
             ranks.append(effective_rank(delta, tp.rank_threshold) / min(p.shape))
     # None (JSON null) marks "not measured at this step / on this device"
     curve = [{"step": h["step"], "train_loss": h.get("train_loss"),
-              "val_ppl": perplexity(h["val_loss"]) if "val_loss" in h else None}
+              f"{split}_ppl": perplexity(h["val_loss"]) if "val_loss" in h else None}
              for h in result.history]
     step_times = np.asarray(probe.seconds[5:] or probe.seconds)  # skip warm-up allocations
     record = {
-        "val_ppl": perplexity(final_nll),
-        "val_nll": final_nll,
+        f"{split}_ppl": perplexity(final_nll),
+        f"{split}_nll": final_nll,
         "state_floats": float(counted),
         "state_floats_formula": formulas["formula_floats"],
         "state_floats_rho_formula": formulas["rho_floats"],
