@@ -9,6 +9,7 @@ the reference's margin and pooled SAE features from the offline cache and runs n
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from icml25.pipelines.fpo.losses import (
     margin_u,
     masked_mean,
     masked_sum,
+    padded_mean_features,
     pooled_features,
     preference_loss,
     sequential_kl,
@@ -111,18 +113,70 @@ def pair_batch(pairs: Pairs, idx: Sequence[int], pad: int):
     return full_batch(prompts + prompts, responses, pad)
 
 
+#: Bytes of SHA-256 kept per pair and field (prompt, chosen, rejected) in the cache.
+DIGEST_BYTES = 8
+FIELDS = ("prompt", "chosen", "rejected")
+
+
+def pair_digests(pairs: Pairs) -> torch.Tensor:
+    """``[N, 3, 8]`` uint8: the first 8 bytes of the SHA-256 of each pair's prompt, chosen and
+    rejected token ids (little-endian int64), in order."""
+    rows = []
+    for fields in zip(pairs.prompt_ids, pairs.chosen, pairs.rejected, strict=True):
+        rows.append([list(hashlib.sha256(np.asarray(f, dtype="<i8").tobytes()).digest()
+                          [:DIGEST_BYTES]) for f in fields])
+    return torch.tensor(rows, dtype=torch.uint8).reshape(len(pairs), len(FIELDS), DIGEST_BYTES)
+
+
+def pairs_sha256(digests: torch.Tensor) -> str:
+    """One hex SHA-256 over the per-pair digests (order and count included)."""
+    return hashlib.sha256(digests.numpy().tobytes()).hexdigest()
+
+
 @dataclass
 class ReferenceCache:
     """FPO's offline reference quantities per pair: length-averaged log-probs of chosen and
-    rejected, and their pooled SAE features ``[N, m]`` (``ref_cache: full``)."""
+    rejected, their pooled SAE features ``[N, m]`` (``ref_cache: full``; masked mean over the
+    response tokens, the paper's pooling), the sums of their SAE codes over the positions that
+    predict a response token (``fsum_*``, what the official repository's ``padded_mean`` pooling
+    divides by a training batch's padded length) and the digests of the pairs they were computed
+    on (``digests``, :func:`pair_digests`)."""
 
     avg_w: torch.Tensor
     avg_l: torch.Tensor
     feat_w: torch.Tensor
     feat_l: torch.Tensor
+    fsum_w: torch.Tensor | None = None
+    fsum_l: torch.Tensor | None = None
+    digests: torch.Tensor | None = None
 
     def gamma_ref(self, beta: float, idx: torch.Tensor) -> torch.Tensor:
         return beta * (self.avg_w[idx] - self.avg_l[idx])
+
+    def check_pairs(self, pairs: Pairs, name: str = "fpo.reference_cache") -> None:
+        """Refuse a cache computed on other pairs than ``pairs``: the count, then the hash of
+        every pair's prompt, chosen and rejected ids; the error names ``name`` and the first
+        pairs and fields that differ."""
+        if self.digests is None:
+            raise ValueError(f"{name}: the reference cache stores no hash of its pairs (written by "
+                             "an older version); re-run cache_reference")
+        if len(self.digests) != len(pairs):
+            raise ValueError(f"{name}: the reference cache holds {len(self.digests)} pairs but the "
+                             f"training set has {len(pairs)}; re-run cache_reference")
+        want = pair_digests(pairs)
+        if pairs_sha256(want) == pairs_sha256(self.digests):
+            return
+        differ = (want != self.digests).any(-1)  # [N, 3]
+        rows = differ.any(-1).nonzero().flatten().tolist()
+        shown = "; ".join(
+            f"pair {i}: " + ", ".join(f for f, d in zip(FIELDS, differ[i].tolist(), strict=True)
+                                      if d)
+            for i in rows[:5])
+        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+        raise ValueError(f"{name}: the reference cache was computed on other pairs than the "
+                         f"training set ({len(rows)} of {len(pairs)} pairs differ: {shown}{more}; "
+                         f"cache hash {pairs_sha256(self.digests)[:12]}, training pairs "
+                         f"{pairs_sha256(want)[:12]}); re-run cache_reference")
 
 
 @torch.no_grad()
@@ -131,20 +185,25 @@ def cache_reference(ref: LlamaLM, sae: SparseAutoencoder, pairs: Pairs, world: W
     """Two passes of the frozen SFT model over the pairs (no gradient), once, before training."""
     ref.eval()
     pad = world.index[PAD]
-    avg_w, avg_l, feat_w, feat_l = [], [], [], []
+    avg_w, avg_l, feat_w, feat_l, fsum_w, fsum_l = [], [], [], [], [], []
     for s in range(0, len(pairs), batch_size):
         idx = list(range(s, min(s + batch_size, len(pairs))))
         ids, mask, token_mask = pair_batch(pairs, idx, pad)
         logits, h = forward(ref, ids, layer)
         avg = masked_mean(token_logps(logits[:, :-1], ids[:, 1:]), mask)
-        feats = pooled_features(sae.encode(h.float()), token_mask)
+        codes = sae.encode(h.float())
+        feats = pooled_features(codes, token_mask)
+        fsum = (codes[:, :-1] * mask.unsqueeze(-1)).sum(1)
         n = len(idx)
         avg_w.append(avg[:n])
         avg_l.append(avg[n:])
         feat_w.append(feats[:n])
         feat_l.append(feats[n:])
+        fsum_w.append(fsum[:n])
+        fsum_l.append(fsum[n:])
     return ReferenceCache(torch.cat(avg_w), torch.cat(avg_l), torch.cat(feat_w),
-                          torch.cat(feat_l))
+                          torch.cat(feat_l), torch.cat(fsum_w), torch.cat(fsum_l),
+                          pair_digests(pairs))
 
 
 @dataclass(frozen=True)
@@ -155,6 +214,7 @@ class LossSettings:
     k: int = 16
     union_topk: bool = True
     stopgrad: bool = True
+    pooling: str = "masked_mean"
 
 
 def pair_stats(method: str, policy: LlamaLM, ref: LlamaLM | None, sae: SparseAutoencoder | None,
@@ -182,12 +242,23 @@ def pair_stats(method: str, policy: LlamaLM, ref: LlamaLM | None, sae: SparseAut
     if method == "fpo":
         if sae is None or cache is None:
             raise ValueError("fpo needs the SAE and the offline reference cache")
-        feats = pooled_features(sae.encode(h), token_mask)
         t_idx = torch.as_tensor(list(idx))
-        stats.d_w = feature_discrepancy(feats[:n], cache.feat_w[t_idx], settings.k,
-                                        settings.union_topk)
-        stats.d_l = feature_discrepancy(feats[n:], cache.feat_l[t_idx], settings.k,
-                                        settings.union_topk)
+        if settings.pooling == "masked_mean":
+            feats = pooled_features(sae.encode(h), token_mask)
+            ref_w, ref_l = cache.feat_w[t_idx], cache.feat_l[t_idx]
+        elif settings.pooling == "padded_mean":
+            if cache.fsum_w is None or cache.fsum_l is None:
+                raise ValueError("fpo.loss.fpo.pooling padded_mean needs the code sums of the "
+                                 "reference cache; re-run cache_reference")
+            feats = padded_mean_features(sae.encode(h), mask)
+            # the reference pooled as the official code pools it in this very batch
+            ref_w = cache.fsum_w[t_idx] / mask.shape[1]
+            ref_l = cache.fsum_l[t_idx] / mask.shape[1]
+        else:
+            raise ValueError(f"fpo.loss.fpo.pooling: got {settings.pooling!r}; expected "
+                             "masked_mean or padded_mean")
+        stats.d_w = feature_discrepancy(feats[:n], ref_w, settings.k, settings.union_topk)
+        stats.d_l = feature_discrepancy(feats[n:], ref_l, settings.k, settings.union_topk)
         stats.gamma_ref = cache.gamma_ref(settings.beta, t_idx)
     return stats
 

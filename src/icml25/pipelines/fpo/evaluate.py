@@ -1,8 +1,9 @@
 """Judging policies with the known reward r* (``docs/papers/fpo.md``, "Metrics").
 
 Win rates are exact under r* (win 1, tie 0.5) with 95 % bootstrap intervals over prompts; the
-length-controlled win rate regresses the win indicator on the standardised length difference and
-reports σ(intercept) (the AlpacaEval-2-LC analogue); training accuracy, diversity, sequential KL
+length-controlled win rate is the win probability a logistic regression on the length difference
+predicts at zero length difference (the AlpacaEval-2-LC analogue,
+:func:`length_controlled_win_rate`), with the raw win rate of length-matched pairs beside it; training accuracy, diversity, sequential KL
 and feature drift to the reference are measured on held-out pairs and the policy's own samples.
 """
 
@@ -45,11 +46,34 @@ def bootstrap_ci(scores: np.ndarray, n_boot: int, seed: int) -> tuple[float, flo
 
 def length_controlled_win_rate(scores: np.ndarray, len_a: np.ndarray,
                                len_b: np.ndarray) -> float:
-    """σ(intercept) of a logistic regression of the win indicator on the standardised length
-    difference; a tie counts as half a win and half a loss (two weighted rows)."""
+    """A's win probability against B at *zero* length difference.
+
+    Estimator (as AlpacaEval-2's length-controlled win rate, for one pair of models): with
+    ``Δ_i = len_a,i − len_b,i`` and ``s`` the standard deviation of the ``Δ_i``, fit
+
+        P(A wins on prompt i) = σ(θ_0 + θ_1·tanh(Δ_i / s))
+
+    by maximum likelihood (a tie is half a win and half a loss: two rows weighted 0.5; θ_1 nearly
+    unpenalised, C = 1e6) and report σ(θ_0), the prediction at ``Δ = 0``: a policy that wins only
+    by being longer (or shorter) gets 0.5. ``Δ`` is scaled, not centred; centring at the mean
+    ``Δ`` would report the win probability at the *average* length difference, i.e. about the
+    raw win rate, and control nothing. The tanh bounds the leverage of very unequal lengths.
+
+    Special cases: every ``Δ_i = 0`` (already length-matched) -> the raw win rate; A always wins
+    or always loses -> the raw win rate (1 or 0, whatever the lengths); the ``Δ_i`` all on one
+    side of zero (no pair as long or with the sign reversed) -> NaN, since the win rate at zero
+    length difference is then an extrapolation that the data cannot pin down.
+    """
+    scores = np.asarray(scores, float)
     diff = np.asarray(len_a, float) - np.asarray(len_b, float)
-    sd = diff.std()
-    z = (diff - diff.mean()) / sd if sd > 0 else np.zeros_like(diff)
+    if scores.shape != diff.shape or scores.ndim != 1 or not len(scores):
+        raise ValueError(f"length_controlled_win_rate: scores {scores.shape} and length "
+                         f"differences {diff.shape} must be equal non-empty vectors")
+    if np.all(diff == 0):
+        return float(scores.mean())
+    if diff.min() > 0 or diff.max() < 0:
+        return float("nan")
+    z = np.tanh(diff / diff.std())
     X = np.concatenate([z, z])[:, None]
     y = np.concatenate([np.ones_like(z), np.zeros_like(z)])
     w = np.concatenate([scores, 1.0 - scores])
@@ -58,6 +82,16 @@ def length_controlled_win_rate(scores: np.ndarray, len_a: np.ndarray,
     model = LogisticRegression(C=1e6, max_iter=1000)
     model.fit(X, y, sample_weight=w)
     return float(1.0 / (1.0 + np.exp(-model.intercept_[0])))
+
+
+def length_matched_win_rate(scores: np.ndarray, len_a: np.ndarray, len_b: np.ndarray,
+                            tol: int) -> tuple[float, int]:
+    """Raw win rate over the prompts whose two responses differ in length by at most ``tol``
+    tokens, and their number (NaN, 0 when there are none): a model-free check of
+    :func:`length_controlled_win_rate` on the subset where length cannot explain the result."""
+    scores = np.asarray(scores, float)
+    keep = np.abs(np.asarray(len_a, float) - np.asarray(len_b, float)) <= tol
+    return (float(scores[keep].mean()) if keep.any() else float("nan")), int(keep.sum())
 
 
 @torch.no_grad()

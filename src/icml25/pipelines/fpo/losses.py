@@ -54,6 +54,19 @@ def pooled_features(codes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (codes * w).sum(1) / w.sum(1).clamp_min(1)
 
 
+def padded_mean_features(codes: torch.Tensor, logit_mask: torch.Tensor) -> torch.Tensor:
+    """The official repository's pooling (``fpo.py``, ``pooling: padded_mean``): the codes of
+    the positions ``[:, :-1]`` whose *next* token is a response token (``logit_mask``, the mask
+    of the log-probs) are kept, all others zeroed, and the sum is divided by the padded length
+    ``T − 1`` of the batch (``.mean(dim=1)``), not by the response length: ``[B, T, m]`` ->
+    ``[B, m]``. It differs from :func:`pooled_features` by a one-position shift (the last prompt
+    token in, the last response token out) and by a batch-dependent scale ``|y| / (T − 1)``."""
+    if codes.shape[1] != logit_mask.shape[1] + 1:
+        raise ValueError(f"padded_mean pooling: codes cover {codes.shape[1]} positions, the "
+                         f"logit mask {logit_mask.shape[1]}; expected one more position of codes")
+    return (codes[:, :-1] * logit_mask.unsqueeze(-1).to(codes.dtype)).mean(1)
+
+
 def feature_discrepancy(policy: torch.Tensor, reference: torch.Tensor, k: int,
                         union: bool = True) -> torch.Tensor:
     """``D_FPO`` per sequence, ``[B]`` from pooled features ``[B, m]`` (paper eq. 10).

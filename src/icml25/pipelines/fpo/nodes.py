@@ -46,7 +46,8 @@ def _loss_settings(p: FPOParams, method: str) -> LossSettings:
     return LossSettings(beta=cfg.beta, alpha=getattr(cfg, "alpha", 0.5),
                         gamma=getattr(cfg, "gamma", 0.5), k=getattr(cfg, "k", 16),
                         union_topk=getattr(cfg, "union_topk", True),
-                        stopgrad=getattr(cfg, "stopgrad", True))
+                        stopgrad=getattr(cfg, "stopgrad", True),
+                        pooling=getattr(cfg, "pooling", "masked_mean"))
 
 
 def _model(p: FPOParams, world: World, state: dict[str, Any] | None = None):
@@ -210,15 +211,17 @@ def cache_reference_node(sft: dict[str, Any], sae_state: dict[str, Any],
                          preferences: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
     """FPO's offline reference cache over the training pairs (one pass, no gradient)."""
     from icml25.core.device import set_threads
-    from icml25.pipelines.fpo.align import cache_reference
+    from icml25.pipelines.fpo.align import cache_reference, pairs_sha256
     p = _params(params)
     set_threads(p.num_threads)
     world = make_world()
     pairs = frame_to_pairs(preferences, world, "train", p.model.max_seq_len)
     cache = cache_reference(_model(p, world, sft), _sae(sae_state), pairs, world, p.sae.layer)
     return {"state_dict": {"avg_w": cache.avg_w, "avg_l": cache.avg_l, "feat_w": cache.feat_w,
-                           "feat_l": cache.feat_l},
-            "metadata": {"pairs": len(pairs), "layer": p.sae.layer}}
+                           "feat_l": cache.feat_l, "fsum_w": cache.fsum_w,
+                           "fsum_l": cache.fsum_l, "pair_digests": cache.digests},
+            "metadata": {"pairs": len(pairs), "layer": p.sae.layer,
+                         "pairs_sha256": pairs_sha256(cache.digests)}}
 
 
 # -------------------------------------------------------------------------- alignment
@@ -234,11 +237,10 @@ def _aligner(sft: dict[str, Any], sae_state: dict[str, Any], cache_state: dict[s
     sft_model = _model(p, world, sft)
     sae = _sae(sae_state)
     st = cache_state["state_dict"]
-    cache = ReferenceCache(st["avg_w"], st["avg_l"], st["feat_w"], st["feat_l"])
+    cache = ReferenceCache(st["avg_w"], st["avg_l"], st["feat_w"], st["feat_l"],
+                           st.get("fsum_w"), st.get("fsum_l"), st.get("pair_digests"))
     train = frame_to_pairs(preferences, world, "train", p.model.max_seq_len)
-    if len(cache.avg_w) != len(train):
-        raise ValueError(f"fpo reference cache holds {len(cache.avg_w)} pairs but the training "
-                         f"set has {len(train)}; re-run cache_reference")
+    cache.check_pairs(train, "fpo.reference_cache (catalog_fpo.yml)")
     dev = frame_to_pairs(preferences, world, "dev", p.model.max_seq_len)
     settings = _loss_settings(p, method)
     a = p.align
@@ -354,6 +356,7 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
         diversity,
         drift,
         length_controlled_win_rate,
+        length_matched_win_rate,
         pair_accuracy,
         win_scores,
     )
@@ -407,6 +410,8 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
                 r_sft, ln_sft = rewards[("sft", seed, temp)], lengths[("sft", seed, temp)]
                 wins = win_scores(r, r_sft)
                 lo, hi = bootstrap_ci(wins, p.eval.n_boot, seed)
+                matched, n_matched = length_matched_win_rate(wins, ln, ln_sft,
+                                                             p.eval.length_match_tol)
                 row |= {f"mean_reward_{t}": float(r.mean()),
                         f"score_1_10_{t}": float(rescale_reward(r.mean())),
                         f"mean_reward_hard_{t}": float(r[p.eval.n_prompts:].mean())
@@ -414,6 +419,8 @@ def evaluate_policies(sft: dict[str, Any], sae_state: dict[str, Any], preference
                         f"win_vs_sft_{t}": float(wins.mean()), f"win_vs_sft_{t}_ci_low": lo,
                         f"win_vs_sft_{t}_ci_high": hi,
                         f"lc_win_vs_sft_{t}": length_controlled_win_rate(wins, ln, ln_sft),
+                        f"len_matched_win_vs_sft_{t}": matched,
+                        f"len_matched_share_vs_sft_{t}": n_matched / len(wins),
                         f"tie_rate_vs_sft_{t}": float((wins == 0.5).mean()),
                         f"mean_length_{t}": float(ln.mean())}
                 if ("fpo", seed, temp) in rewards:

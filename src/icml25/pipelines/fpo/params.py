@@ -105,6 +105,10 @@ class FPOLoss(ParamsModel):
     k: int = Field(gt=0)
     union_topk: bool = True
     stopgrad: bool = True
+    pooling: Literal["masked_mean", "padded_mean"] = Field(
+        default="masked_mean",
+        description="masked_mean: mean of the SAE codes over the response tokens (the paper); "
+                    "padded_mean: the official repository's mean over the padded batch length")
 
 
 class LossParams(ParamsModel):
@@ -121,6 +125,8 @@ class EvalParams(ParamsModel):
     temperatures: list[float] = Field(min_length=1)
     n_boot: int = Field(gt=0)
     n_diversity: int = Field(gt=0)
+    length_match_tol: int = Field(default=2, ge=0, description="tokens: pairs this close in "
+                                  "length enter the length-matched win rate")
 
     @model_validator(mode="after")
     def _temps(self) -> EvalParams:
