@@ -54,7 +54,7 @@ def test_filter_sft_with_no_clean_output_is_a_clear_error(setup):
     _, vocab, model = setup
     from icml25.pipelines.twa.training import Example
     ex = [Example([5, 6], [7], [(0, 1, 5.0)], 5.0)]
-    with pytest.raises(ValueError, match="no training data"):
+    with pytest.raises(ValueError, match="filter_sft: none of the 1 outputs has MQM <= 0"):
         finetune(model, MethodConfig("filter_sft"), ex, vocab, steps=1, batch=1, lr=1e-3,
                  warmup=0.0, seed=0, progress=False)
 

@@ -64,3 +64,30 @@ def test_the_first_seed_is_never_trained_twice_and_an_empty_shard_trains_nothing
     assert nodes.run_method_seeds({}, None, {}, None, selection, PARAMS, 0, 5) == {
         7: selection["seeds"][7]}
     assert nodes.run_method_seeds({}, None, {}, None, selection, PARAMS, 5, 6) == {}
+
+
+def test_ablation_seeds_train_the_claims_variants_on_every_seed_and_the_rest_on_the_first():
+    chosen = [*CHOSEN, "twa_seq"]  # twa_seq: no claim names it
+
+    def run(seed: int, name: str) -> tuple[dict[str, float], np.ndarray]:
+        return {"test_oracle_mqm": float(seed + chosen.index(name))}, np.arange(4.0) + seed
+
+    params = PARAMS | {"ablation_seeds": 2}
+    selection = _selection()
+    selection["chosen"] = {name: {"lr": 1e-3, "hparams": "-", "dev": 1.0, "step": 2}
+                           for name in chosen}
+    selection["seeds"] = {7: {name: run(7, name) for name in chosen}}
+    p = nodes._params(params)
+    assert nodes.claim_variants(p, selection) == CHOSEN
+    plan = {s: nodes.seed_variants(p, selection, s) for s in SEEDS}
+    assert plan == {7: chosen, 3: chosen, 11: CHOSEN, 0: CHOSEN, 5: CHOSEN}
+    shards = [{s: {name: run(s, name) for name in plan[s]} for s in shard_seeds(SEEDS, k, 2)}
+              for k in range(2)]
+    results = nodes.merge_methods(selection, params, *shards)
+    assert results["variants"]["twa_seq"]["test_oracle_mqm"] == [10.0, 6.0]  # seeds 7, 3
+    assert results["seeds_of"]["twa_seq"] == [7, 3]
+    assert results["seeds_of"]["twa"] == results["seeds_of"]["sft_all"] == SEEDS
+    assert len(results["segments"]["twa_seq"]) == 2 and len(results["segments"]["twa"]) == 5
+    shards[1][3].pop("twa_seq")  # seed 3 is one of the first two: it must train every variant
+    with pytest.raises(ValueError, match=r"twa\.ablation_seeds ask for"):
+        nodes.merge_methods(selection, params, *shards)

@@ -322,6 +322,7 @@ class _Methods:
         diag_idx = [i for i, e in enumerate(examples) if e.spans][:500]
         self.diag_ex = [examples[i] for i in diag_idx]
         self.diag_wrong = [wrong[i] for i in diag_idx]
+        self.ref_cache: dict = {}  # DPO reference log-probs under the base model, per output
         self.bar = None
 
     def decode_eval(self, model: Seq2Seq, name: str) -> tuple[dict[str, float], np.ndarray]:
@@ -356,7 +357,7 @@ class _Methods:
                                batch=f.batch, lr=lr, warmup=f.warmup, seed=seed,
                                max_pairs_per_source=self.p.dpo.max_pairs_per_source,
                                progress=False, desc=name, dev_score=self.dev_mqm,
-                               eval_every=f.eval_every)
+                               eval_every=f.eval_every, ref_cache=self.ref_cache)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(seed=seed, method=name, lr=lr)
@@ -447,9 +448,10 @@ def run_method_seeds(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dic
     ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`):
     ``{seed: {variant: (metrics, test segments)}}``. The first seed's runs are the selection's
     (:func:`select_methods`); every other seed starts from :func:`seed_everything` and trains
-    the variants in selection order, as one loop over the seeds would. Seeds vary the
-    finetuning (batch order, dropout); data, base model and the other systems come from
-    ``twa.seed``."""
+    the variants in selection order, as one loop over the seeds would; a seed past the first
+    ``ablation_seeds`` trains only the variants a claim names (:func:`seed_variants`). Seeds
+    vary the finetuning (batch order, dropout); data, base model and the other systems come
+    from ``twa.seed``."""
     from icml25.core.device import seed_everything, set_threads
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
@@ -461,17 +463,39 @@ def run_method_seeds(lexicon: dict[str, Any], corpus: pd.DataFrame, systems: dic
     set_threads(p.num_threads)
     m = _Methods(lexicon, corpus, systems, annotated, p)
     chosen = selection["chosen"]
-    m.bar = tqdm(total=len(todo) * len(chosen), desc=f"twa finetune methods (seed shard {shard})",
-                 disable=not p.progress)
+    plan = {seed: seed_variants(p, selection, seed) for seed in todo}
+    m.bar = tqdm(total=sum(len(v) for v in plan.values()),
+                 desc=f"twa finetune methods (seed shard {shard})", disable=not p.progress)
     for seed in todo:
         seed_everything(seed)
         results = {}
-        for name, cfg in chosen.items():
+        for name in plan[seed]:
+            cfg = chosen[name]
             model, _ = m.train(name, cfg["kind"], cfg["method"], cfg["lr"], seed)
             results[name] = m.evaluate(model)
         out[seed] = results
     m.bar.close()
     return {s: out[s] for s in seeds}
+
+
+def claim_variants(p: TwaParams, selection: dict[str, Any]) -> list[str]:
+    """The trained variants the claims compare, in selection order: every claim's method and
+    baseline, ``twa`` and ``dpo`` resolved to their selected variants."""
+    alias = {"twa": f"twa_l{selection['ul_scale']:g}"}
+    if selection["sft_weight"] is not None:
+        alias["dpo"] = f"dpo_sft{selection['sft_weight']:g}"
+    named = {alias.get(v, v) for c in p.claims for v in (c.method, c.baseline) if v}
+    named |= set(alias.values())  # every seed's twa and dpo rows
+    return [v for v in selection["chosen"] if v in named]
+
+
+def seed_variants(p: TwaParams, selection: dict[str, Any], seed: int) -> list[str]:
+    """What seed ``seed`` trains: every selected variant on the first ``ablation_seeds`` seeds
+    (all seeds when it is None), only the claims' variants on the others."""
+    k = len(p.seeds) if p.ablation_seeds is None else p.ablation_seeds
+    if seed in p.seeds[:k]:
+        return list(selection["chosen"])
+    return claim_variants(p, selection)
 
 
 def merge_methods(selection: dict[str, Any], params: dict[str, Any],
@@ -492,10 +516,12 @@ def merge_methods(selection: dict[str, Any], params: dict[str, Any],
     skipped: dict[str, str] = dict(selection.get("skipped", {}))
     variants: dict[str, dict[str, list[float]]] = {}
     segments: dict[str, list[list[float]]] = {}
+    seeds_of: dict[str, list[int]] = {}
     for seed, runs in per_seed:
-        if list(runs) != list(chosen):
-            raise ValueError(f"twa: seed {seed}'s runs are {list(runs)}, the selection chose "
-                             f"{list(chosen)}; re-run the seed shards")
+        expected = seed_variants(p, selection, int(seed))
+        if list(runs) != expected:
+            raise ValueError(f"twa: seed {seed}'s runs are {list(runs)}, the selection and "
+                             f"twa.ablation_seeds ask for {expected}; re-run the seed shards")
         results = {"base": selection["base"], **runs}
         results["twa"] = results[f"twa_l{lam:g}"]
         if dpo_w is not None:
@@ -512,13 +538,14 @@ def merge_methods(selection: dict[str, Any], params: dict[str, Any],
                 float("nan") if name in skipped
                 else paired_permutation_p(twa_seg, seg, p.eval.n_perm, seed))
             segments.setdefault(name, []).append(np.asarray(seg).tolist())
+            seeds_of.setdefault(name, []).append(int(seed))
     selected = {name: {"lr": c["lr"], "hparams": c["hparams"], "dev_oracle_mqm": c["dev"],
                        "best_step": c["step"]} for name, c in chosen.items()}
     selected |= {"twa": {"ul_scale": lam, "variant": f"twa_l{lam:g}"},
                  "dpo": ({"sft_weight": dpo_w, "variant": f"dpo_sft{dpo_w:g}"}
                          if dpo_w is not None else {"skipped": skipped["dpo"]})}
-    return {"variants": variants, "segments": segments, "selected": selected,
-            "skipped": skipped, "grid": selection["grid"],
+    return {"variants": variants, "segments": segments, "seeds_of": seeds_of,
+            "selected": selected, "skipped": skipped, "grid": selection["grid"],
             "base_info": selection["base_info"], "others": selection["others"]}
 
 
@@ -597,7 +624,8 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
     claims = claims_report(PIPELINE, specs, claim_metrics(results, specs), run_info,
                            p.seeds, title="TWA: finetuning MT with span-level error annotations",
                            figures=["figures/test_oracle_mqm.png", "figures/within_span.png"],
-                           confidence=confidence, seeds_of={v: p.seeds for v in metrics})
+                           confidence=confidence,
+                           seeds_of=results.get("seeds_of") or {v: p.seeds for v in metrics})
     skipped = results.get("skipped", {})
     for c in claims["claims"]:
         why = [f"{v} was not trained ({skipped[v]})" for v in (c["method"], c["baseline"])
@@ -606,6 +634,7 @@ def judge_claims(results: dict[str, Any], annotated: pd.DataFrame, params: dict[
             c["reason"] = "; ".join(why)
     extra = {"data": _data_stats(annotated), "selected": results["selected"],
              "skipped": skipped, "within_span": within_span_summary(metrics),
+             "seeds_of": results.get("seeds_of", {v: list(p.seeds) for v in metrics}),
              "base_model": results["base_info"], "other_systems": results["others"],
              "mqm_weights": MQM_WEIGHTS}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)

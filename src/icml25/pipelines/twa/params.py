@@ -212,6 +212,9 @@ class EvalParams(ParamsModel):
 class TwaParams(ParamsModel):
     seed: int = Field(ge=0)
     seeds: Seeds
+    # variants no claim names (grid points not selected, descriptive ablations) run on the first
+    # `ablation_seeds` seeds only; the claims' variants run on every seed (None: all on all)
+    ablation_seeds: int | None = Field(default=None, ge=1)
     device: Literal["cpu"] = "cpu"
     num_threads: int = Field(default=1, ge=0)
     progress: bool = True

@@ -75,7 +75,13 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def generate(self, src: torch.Tensor, max_new: int, temperature: float = 0.0,
                  generator: torch.Generator | None = None) -> list[list[int]]:
-        """Greedy (``temperature == 0``) or sampled decoding; token ids without BOS/EOS."""
+        """Greedy (``temperature == 0``) or sampled decoding; token ids without BOS/EOS.
+
+        Greedy decoding drops finished rows from the batch (each row's decoding depends on its
+        own source and prefix only, padding being masked), so a few outputs that never emit
+        EOS do not keep the whole batch decoding to ``max_new``; sampling keeps every row, so
+        the generator's draws stay those of the full batch.
+        """
         was_training = self.training
         self.eval()
         memory, pad = self.encode(src)
@@ -83,13 +89,17 @@ class Seq2Seq(nn.Module):
         ys = torch.full((b, 1), self.cfg.bos_id, dtype=torch.long, device=src.device)
         done = torch.zeros(b, dtype=torch.bool, device=src.device)
         max_new = min(max_new, self.cfg.max_len - 1)
+        shrink = temperature <= 0
         for _ in range(max_new):
-            logits = self.decode(memory, pad, ys)[:, -1]
-            if temperature > 0:
+            if shrink:
+                live = (~done).nonzero().squeeze(-1)
+                logits = self.decode(memory[live], pad[live], ys[live])[:, -1]
+                nxt = torch.full((b,), self.cfg.pad_id, dtype=torch.long, device=src.device)
+                nxt[live] = logits.argmax(-1)
+            else:
+                logits = self.decode(memory, pad, ys)[:, -1]
                 probs = torch.softmax(logits / temperature, dim=-1)
                 nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-            else:
-                nxt = logits.argmax(-1)
             nxt = nxt.masked_fill(done, self.cfg.pad_id)
             ys = torch.cat([ys, nxt[:, None]], dim=1)
             done |= nxt.eq(self.cfg.eos_id)

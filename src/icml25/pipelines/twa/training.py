@@ -170,13 +170,34 @@ def training_data(method: MethodConfig, examples: Sequence[Example], max_pairs_p
     return list(examples)
 
 
+def reference_logprobs(base: Seq2Seq, outputs: Sequence[Example], vocab: Vocab,
+                       cache: dict) -> torch.Tensor:
+    """``log pi_ref(y | x)`` of every output under the frozen ``base`` (no gradient), computed
+    in batches of 256 for the outputs not yet in ``cache`` (keyed by source and output ids)."""
+    keys = [(tuple(e.src), tuple(e.tgt)) for e in outputs]
+    todo = list(dict.fromkeys(k for k in keys if k not in cache))
+    was_training = base.training
+    base.eval()
+    with torch.no_grad():
+        for i in range(0, len(todo), 256):
+            chunk = todo[i:i + 256]
+            vals = sequence_logprobs(base, [list(k[0]) for k in chunk],
+                                     [list(k[1]) for k in chunk], vocab)
+            cache.update(zip(chunk, vals.tolist(), strict=True))
+    base.train(was_training)
+    return torch.tensor([cache[k] for k in keys], dtype=torch.float32)
+
+
 def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], vocab: Vocab, *,
              steps: int, batch: int, lr: float, warmup: float, seed: int,
              max_pairs_per_source: int = 6, progress: bool = True, desc: str = "finetune",
              dev_score: Callable[[Seq2Seq], float] | None = None,
-             eval_every: int | None = None) -> tuple[Seq2Seq, dict]:
+             eval_every: int | None = None,
+             ref_cache: dict | None = None) -> tuple[Seq2Seq, dict]:
     """Finetune a copy of ``base`` with one method; returns the model and its history.
 
+    DPO's reference log-probs come from the frozen ``base``; ``ref_cache`` (a dict kept by
+    the caller for one base model) stores them per output, so each is computed once across runs.
     With ``dev_score`` (lower is better, e.g. dev oracle MQM) the model is scored every
     ``eval_every`` steps and at the last step, and the best-scoring checkpoint is returned (every
     method is reported at its dev-selected checkpoint, not its last step).
@@ -188,14 +209,9 @@ def finetune(base: Seq2Seq, method: MethodConfig, examples: Sequence[Example], v
     data = training_data(method, examples, max_pairs_per_source, rng)
     ref_w = ref_l = None
     if method.kind == "dpo":
-        base.eval()
-        with torch.no_grad():  # the frozen reference, computed once
-            ref_w = torch.cat([sequence_logprobs(base, [p[0].src for p in data[k:k + 256]],
-                                                 [p[0].tgt for p in data[k:k + 256]], vocab)
-                               for k in range(0, len(data), 256)])
-            ref_l = torch.cat([sequence_logprobs(base, [p[1].src for p in data[k:k + 256]],
-                                                 [p[1].tgt for p in data[k:k + 256]], vocab)
-                               for k in range(0, len(data), 256)])
+        cache = {} if ref_cache is None else ref_cache
+        ref_w = reference_logprobs(base, [p[0] for p in data], vocab, cache)
+        ref_l = reference_logprobs(base, [p[1] for p in data], vocab, cache)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warm = round(warmup * steps)
     losses: list[float] = []
