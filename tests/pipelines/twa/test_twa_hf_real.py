@@ -249,3 +249,24 @@ def test_bad_real_inputs_are_rejected_naming_the_file_or_record(kedro_project, c
     not_fast.mkdir()
     with pytest.raises(FileNotFoundError, match=r"has no config\.json"):
         load_seq2seq(not_fast)
+
+
+def test_real_methods_without_training_data_are_skipped_with_the_reason(loaded, caplog):
+    """Every output error-free (MQM 0): zero DPO pairs, so the real branch skips DPO (logged,
+    recorded) and still trains the others."""
+    import dataclasses
+    import logging
+
+    from icml25.pipelines.twa.hf_seq2seq import run_real_methods
+
+    model, tokenizer = loaded
+    records = [dataclasses.replace(r, spans=[]) for r in _records()]
+    methods = {"sft_all": MethodConfig("sft_all"), "dpo": MethodConfig("dpo")}
+    with caplog.at_level(logging.WARNING, logger="icml25.pipelines.twa.hf_seq2seq"):
+        out = run_real_methods(model, tokenizer, records, methods, weights=WEIGHTS,
+                               heldout_fraction=0.3, steps=1, batch=2, lr=1e-4, warmup=0.0,
+                               seed=0, max_pairs_per_source=6, max_source_tokens=64,
+                               max_target_tokens=64, save_dir=None, progress=False)
+    assert "zero preference pairs" in out["skipped"]["dpo"]
+    assert "sft_all" in out["variants"] and "dpo" not in out["variants"]
+    assert "method dpo skipped" in caplog.text

@@ -23,6 +23,7 @@ annotations read from local TSV files (``docs/papers/twa.md``, "Data", real-data
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,9 @@ from icml25.pipelines.twa.losses import (
     twa_loss,
 )
 from icml25.pipelines.twa.mqm_tsv import MqmRecord, char_to_token_spans
-from icml25.pipelines.twa.training import MethodConfig, dpo_pairs, filter_examples
+from icml25.pipelines.twa.training import MethodConfig, NoTrainingData, training_data
+
+logger = logging.getLogger(__name__)
 
 IGNORE = -100
 
@@ -199,18 +202,13 @@ def finetune_real(base: Any, method: MethodConfig, examples: Sequence[RealExampl
     """Finetune a copy of ``base`` with one method; DPO's reference is the frozen ``base``."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    data: list = list(examples)
-    if method.kind == "filter_sft":
-        data = filter_examples(examples, method.filter_threshold)  # type: ignore[arg-type]
+    # NoTrainingData (a ValueError) when the filter or the DPO pairs are empty
+    data = training_data(method, examples, max_pairs_per_source, rng)  # type: ignore[arg-type]
     ref = None
     if method.kind == "dpo":
-        data = dpo_pairs(examples, max_pairs_per_source, rng)  # type: ignore[arg-type]
         base.eval()
         ref = (_sequence_logprobs(base, [(w.src, w.tgt) for w, _ in data], pad_id),
                _sequence_logprobs(base, [(lo.src, lo.tgt) for _, lo in data], pad_id))
-    if not data:
-        raise ValueError(f"twa real: {method.kind} has no training data (no output passes the "
-                         "filter, or no source has two outputs with different MQM)")
     model = copy.deepcopy(base)
     model.train()
     device = next(model.parameters()).device
@@ -283,15 +281,21 @@ def run_real_methods(model: Any, tokenizer: Any, records: Sequence[MqmRecord],
              "n_spans": sum(len(e.spans) for e in examples),
              "error_free_share": float(np.mean([e.mqm == 0 for e in examples]))}
     variants: dict[str, dict[str, float]] = {"base": heldout_scores(model, heldout, pad_id)}
+    skipped: dict[str, str] = {}
     for name, method in tqdm(methods.items(), desc="twa real methods", disable=not progress):
-        tuned, info = finetune_real(model, method, train, pad_id, steps=steps, batch=batch,
-                                    lr=lr, warmup=warmup, seed=seed,
-                                    max_pairs_per_source=max_pairs_per_source,
-                                    progress=False, desc=name)
+        try:
+            tuned, info = finetune_real(model, method, train, pad_id, steps=steps, batch=batch,
+                                        lr=lr, warmup=warmup, seed=seed,
+                                        max_pairs_per_source=max_pairs_per_source,
+                                        progress=False, desc=name)
+        except NoTrainingData as err:
+            skipped[name] = str(err)
+            logger.warning("twa real: method %s skipped: %s", name, err)
+            continue
         variants[name] = heldout_scores(tuned, heldout, pad_id) | info
         if save_dir is not None:
             out = Path(save_dir) / name
             tuned.save_pretrained(str(out))
             tokenizer.save_pretrained(str(out))
         del tuned
-    return {"enabled": True, "data": stats, "variants": variants}
+    return {"enabled": True, "data": stats, "variants": variants, "skipped": skipped}
