@@ -74,6 +74,10 @@ def test_one_fpo_step_on_a_local_hf_model(tiny_model_dir, tmp_path):
     assert float(loss.detach()) == pytest.approx(np.log(2), abs=1e-5)
     loss.backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    # the cache of these pairs is refused for the pairs in another order
+    with pytest.raises(ValueError, match=r"ref_cache: .*2 of 2 pairs differ: pair 0: prompt, "
+                                         r"chosen, rejected"):
+        fpo_pair_stats(model, sae, pairs[::-1], cache, layer=1, beta=0.1, k=4)
 
 
 def test_jumprelu_sae_encodes_with_its_threshold(tmp_path):

@@ -118,14 +118,45 @@ DIGEST_BYTES = 8
 FIELDS = ("prompt", "chosen", "rejected")
 
 
-def pair_digests(pairs: Pairs) -> torch.Tensor:
+def digests_of(prompt_ids: Sequence[Sequence[int]], chosen: Sequence[Sequence[int]],
+               rejected: Sequence[Sequence[int]]) -> torch.Tensor:
     """``[N, 3, 8]`` uint8: the first 8 bytes of the SHA-256 of each pair's prompt, chosen and
     rejected token ids (little-endian int64), in order."""
     rows = []
-    for fields in zip(pairs.prompt_ids, pairs.chosen, pairs.rejected, strict=True):
+    for fields in zip(prompt_ids, chosen, rejected, strict=True):
         rows.append([list(hashlib.sha256(np.asarray(f, dtype="<i8").tobytes()).digest()
                           [:DIGEST_BYTES]) for f in fields])
-    return torch.tensor(rows, dtype=torch.uint8).reshape(len(pairs), len(FIELDS), DIGEST_BYTES)
+    return torch.tensor(rows, dtype=torch.uint8).reshape(len(rows), len(FIELDS), DIGEST_BYTES)
+
+
+def pair_digests(pairs: Pairs) -> torch.Tensor:
+    """:func:`digests_of` the pairs' prompt, chosen and rejected ids."""
+    return digests_of(pairs.prompt_ids, pairs.chosen, pairs.rejected)
+
+
+def check_digests(stored: torch.Tensor | None, want: torch.Tensor, name: str) -> None:
+    """Refuse cached values whose pair digests ``stored`` are not ``want`` (the digests of the
+    pairs they are about to be used with): the count, then every pair's fields; the error names
+    ``name`` and the first pairs and fields that differ."""
+    if stored is None:
+        raise ValueError(f"{name}: the reference cache stores no hash of its pairs (written by "
+                         "an older version); re-run cache_reference")
+    if len(stored) != len(want):
+        raise ValueError(f"{name}: the reference cache holds {len(stored)} pairs but the "
+                         f"training set has {len(want)}; re-run cache_reference")
+    if pairs_sha256(want) == pairs_sha256(stored):
+        return
+    differ = (want != stored).any(-1)  # [N, 3]
+    rows = differ.any(-1).nonzero().flatten().tolist()
+    shown = "; ".join(
+        f"pair {i}: " + ", ".join(f for f, d in zip(FIELDS, differ[i].tolist(), strict=True)
+                                  if d)
+        for i in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    raise ValueError(f"{name}: the reference cache was computed on other pairs than the "
+                     f"training set ({len(rows)} of {len(want)} pairs differ: {shown}{more}; "
+                     f"cache hash {pairs_sha256(stored)[:12]}, training pairs "
+                     f"{pairs_sha256(want)[:12]}); re-run cache_reference")
 
 
 def pairs_sha256(digests: torch.Tensor) -> str:
@@ -154,29 +185,8 @@ class ReferenceCache:
         return beta * (self.avg_w[idx] - self.avg_l[idx])
 
     def check_pairs(self, pairs: Pairs, name: str = "fpo.reference_cache") -> None:
-        """Refuse a cache computed on other pairs than ``pairs``: the count, then the hash of
-        every pair's prompt, chosen and rejected ids; the error names ``name`` and the first
-        pairs and fields that differ."""
-        if self.digests is None:
-            raise ValueError(f"{name}: the reference cache stores no hash of its pairs (written by "
-                             "an older version); re-run cache_reference")
-        if len(self.digests) != len(pairs):
-            raise ValueError(f"{name}: the reference cache holds {len(self.digests)} pairs but the "
-                             f"training set has {len(pairs)}; re-run cache_reference")
-        want = pair_digests(pairs)
-        if pairs_sha256(want) == pairs_sha256(self.digests):
-            return
-        differ = (want != self.digests).any(-1)  # [N, 3]
-        rows = differ.any(-1).nonzero().flatten().tolist()
-        shown = "; ".join(
-            f"pair {i}: " + ", ".join(f for f, d in zip(FIELDS, differ[i].tolist(), strict=True)
-                                      if d)
-            for i in rows[:5])
-        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-        raise ValueError(f"{name}: the reference cache was computed on other pairs than the "
-                         f"training set ({len(rows)} of {len(pairs)} pairs differ: {shown}{more}; "
-                         f"cache hash {pairs_sha256(self.digests)[:12]}, training pairs "
-                         f"{pairs_sha256(want)[:12]}); re-run cache_reference")
+        """Refuse a cache computed on other pairs than ``pairs`` (:func:`check_digests`)."""
+        check_digests(self.digests, pair_digests(pairs), name)
 
 
 @torch.no_grad()

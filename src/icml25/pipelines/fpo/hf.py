@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml25.pipelines.fpo.align import check_digests, digests_of
 from icml25.pipelines.fpo.lm import full_batch
 from icml25.pipelines.fpo.losses import (
     PairStats,
@@ -144,8 +145,11 @@ def fpo_pair_stats(model: nn.Module, sae: nn.Module, pairs: Sequence[tuple[list[
     """FPO's inputs for a batch of pairs from an HF causal LM: length-averaged log-probs,
     pooled SAE features of ``hidden_states[layer]`` (the residual after block ``layer``; some
     HF models return the final-normed output as the last entry) and the discrepancy to the
-    reference's cached features ``ref_cache`` (from :func:`reference_cache`)."""
+    reference's cached features ``ref_cache`` (from :func:`reference_cache`, sliced to the same
+    pairs). A cache that carries ``digests`` is refused if they are not those of ``pairs``."""
     n = len(pairs)
+    if "digests" in ref_cache:
+        check_digests(ref_cache["digests"], digests_of(*zip(*pairs, strict=True)), "ref_cache")
     sums, avgs, feats = _forward_pairs(model, sae, pairs, layer, pad_id)
     return PairStats(
         sum_w=sums[:n], sum_l=sums[n:], avg_w=avgs[:n], avg_l=avgs[n:],
@@ -158,7 +162,9 @@ def fpo_pair_stats(model: nn.Module, sae: nn.Module, pairs: Sequence[tuple[list[
 def reference_cache(model: nn.Module, sae: nn.Module,
                     pairs: Sequence[tuple[list[int], list[int], list[int]]], layer: int,
                     pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """FPO's offline cache from the frozen reference (SFT) HF model, for ``pairs``."""
+    """FPO's offline cache from the frozen reference (SFT) HF model, for ``pairs``, with the
+    digests of the pairs it was computed on (``digests``, checked by :func:`fpo_pair_stats`)."""
     n = len(pairs)
     _, avgs, feats = _forward_pairs(model.eval(), sae, pairs, layer, pad_id)
-    return {"avg_w": avgs[:n], "avg_l": avgs[n:], "feat_w": feats[:n], "feat_l": feats[n:]}
+    return {"avg_w": avgs[:n], "avg_l": avgs[n:], "feat_w": feats[:n], "feat_l": feats[n:],
+            "digests": digests_of(*zip(*pairs, strict=True))}
