@@ -10,6 +10,7 @@ from icml25.core.claims import claims_report, validate_claims_document
 from icml25.pipelines.report.results_tables import (
     load_results,
     main,
+    metrics_block,
     papers_list,
     render,
     stale_blocks,
@@ -80,6 +81,17 @@ def test_metrics_table_rows_are_variants_and_cells_mean_plus_std():
                    {"alpha": _metrics_doc()})
     assert "No default-run metrics committed for `beta`" in render(
         "<!-- metrics-table:beta keys=wql -->\n<!-- /metrics-table:beta -->\n", PAPERS, {}, {})
+
+
+def test_a_variant_run_on_fewer_seeds_shows_its_own_seeds():
+    doc = {**_metrics_doc(), "seeds_of": {"A": [0, 1, 2], "B": [0, 1]}}
+    out = metrics_block(doc, "alpha", ["wql"])
+    assert "Mean ± std over each variant's seeds (last column)" in out
+    assert "| variant | `wql` | seeds |" in out
+    assert "| `A` | 0.51 ± 0.01 | 0, 1, 2 |" in out and "| `B` | 0.6133 ± 0.01528 | 0, 1 |" in out
+    same = metrics_block({**_metrics_doc(), "seeds_of": {"A": [0, 1, 2], "B": [0, 1, 2]}},
+                         "alpha", ["wql"])
+    assert same == metrics_block(_metrics_doc(), "alpha", ["wql"]) and "seeds |" not in same
 
 
 def test_check_mode_fails_on_a_stale_file_and_write_mode_fixes_it(tmp_path):

@@ -79,11 +79,18 @@ def metrics_block(doc: Mapping[str, Any] | None, name: str, keys: Sequence[str],
     if unknown:
         raise ValueError(f"metrics-table:{name}: results/{name}/metrics.json has no variant(s) "
                          f"{unknown}; it has {sorted(table)}")
-    seeds = ", ".join(str(s) for s in doc.get("run", {}).get("seeds", []))
-    lines = [f"Mean ± std over seeds [{seeds}] of the default run "
-             f"(commit `{doc.get('run', {}).get('commit', '?')}`).", "",
-             "| variant | " + " | ".join(f"`{k}`" for k in keys) + " |",
-             "|---|" + "---|" * len(keys)]
+    run_seeds = list(doc.get("run", {}).get("seeds", []))
+    seeds = ", ".join(str(s) for s in run_seeds)
+    # a room that runs some variants on fewer seeds records each variant's seeds (seeds_of)
+    seeds_of = doc.get("seeds_of") or {}
+    own = any(list(seeds_of.get(v, run_seeds)) != run_seeds for v in rows)
+    caption = f"Mean ± std over seeds [{seeds}] of the default run"
+    if own:
+        caption = ("Mean ± std over each variant's seeds (last column) of the default run, "
+                   f"seeds [{seeds}] in all")
+    lines = [f"{caption} (commit `{doc.get('run', {}).get('commit', '?')}`).", "",
+             "| variant | " + " | ".join(f"`{k}`" for k in keys) + (" | seeds |" if own else " |"),
+             "|---|" + "---|" * (len(keys) + own)]
     for variant in rows:
         cells = []
         for key in keys:
@@ -94,6 +101,8 @@ def metrics_block(doc: Mapping[str, Any] | None, name: str, keys: Sequence[str],
                 cells.append(f"{_number(row[key])} ± {_number(row[f'{key}_std'])}")
             else:
                 cells.append(_number(row[key]))
+        if own:
+            cells.append(", ".join(str(x) for x in seeds_of.get(variant, run_seeds)))
         lines.append(f"| `{variant}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
