@@ -33,6 +33,9 @@ MINIF2F_FIELDS = ("id", "split", "formal_statement", "informal_stmt")
 #: Environment variable naming the miniF2F file when ``malot.minif2f.path`` is left at its
 #: default (a clone outside the shared workspace points it at its own copy).
 MINIF2F_ENV = "ICML25_MINIF2F"
+#: Offset between the LoT agents' generator seeds of successive evaluation sets (synthetic,
+#: miniF2F): each set samples from its own stream.
+LOT_SET_SEED_STRIDE = 1_000_003
 
 
 def _params(params: dict[str, Any]) -> MalotParams:
@@ -286,7 +289,8 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trained models (of one seed shard: ``bundle`` holds the shard's seeds) in the MA-LoT
     loop and its baselines/ablations at equal generation count, on the same evaluation theorems
-    as :func:`run_variants`; every agent samples from its own generator (seed and variant)."""
+    as :func:`run_variants`; every agent samples from its own generator (seed, variant and
+    evaluation set), so a synthetic theorem's samples are the same with or without miniF2F."""
     from icml25.core.device import set_threads
     from icml25.pipelines.malot.loop import ma_lot_many, whole_proof_many
     from icml25.pipelines.malot.lot_model import LotAgent
@@ -313,20 +317,32 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
     seeds = list(bundle["models"])
     bar = tqdm(total=len(seeds) * len(plan), desc="malot: LoT-Solver variants",
                disable=not p.progress)
+    sets = list(dict.fromkeys(t["set"] for t in tasks))
     for seed in seeds:
         for variant, (which, cot, ccot, loop) in plan.items():
             model, tok = _load_lot(bundle, seed, which)
-            agent = LotAgent(model, tok, seed * 7 + list(plan).index(variant),
-                             lot.temperature, lot.top_p, lot.thought_tokens, lot.proof_tokens,
-                             with_cot=cot, corrector_cot=ccot, batch_size=lot.sample_batch)
-            if loop == "ma_lot":
-                rngs = [np.random.default_rng(seed * 1_000_003 + i * 7919)
-                        for i in range(len(tasks))]
-                outs = ma_lot_many(tasks, agent, verifier, b.x, b.rounds, b.y,
-                                   b.corrections_per_proof, rngs)
-            else:
-                outs = whole_proof_many(tasks, agent, verifier, b.x, b.rounds, b.y)
-            tokens = agent.tokens_generated / max(len(tasks), 1)
+            tokens, overlong = 0, 0
+            outs: list[dict[str, Any]] = [{} for _ in tasks]
+            for k, name in enumerate(sets):
+                # one agent (one sampling generator) per evaluation set, so the synthetic
+                # theorems' samples do not depend on whether miniF2F joins the evaluation
+                index = [i for i, t in enumerate(tasks) if t["set"] == name]
+                part = [tasks[i] for i in index]
+                agent = LotAgent(model, tok, seed * 7 + list(plan).index(variant)
+                                 + k * LOT_SET_SEED_STRIDE, lot.temperature, lot.top_p,
+                                 lot.thought_tokens, lot.proof_tokens, with_cot=cot,
+                                 corrector_cot=ccot, batch_size=lot.sample_batch)
+                if loop == "ma_lot":
+                    rngs = [np.random.default_rng(seed * 1_000_003 + i * 7919) for i in index]
+                    got = ma_lot_many(part, agent, verifier, b.x, b.rounds, b.y,
+                                      b.corrections_per_proof, rngs)
+                else:
+                    got = whole_proof_many(part, agent, verifier, b.x, b.rounds, b.y)
+                for i, out in zip(index, got, strict=True):
+                    outs[i] = out
+                tokens += agent.tokens_generated
+                overlong += agent.overlong
+            tokens = tokens / max(len(tasks), 1)
             for thm, out in zip(tasks, outs, strict=True):
                 tag = {"variant": variant, "seed": seed, "set": thm["set"],
                        "family": thm["family"]}
@@ -334,9 +350,9 @@ def run_lot_variants(bundle: dict[str, Any], theorems: pd.DataFrame, minif2f: pd
                 solved.append({**tag, "name": thm["name"], "generations": out["generations"],
                                "solved_round": (-1 if out["solved_round"] is None
                                                 else out["solved_round"]), "tokens": tokens})
-            if agent.overlong:
+            if overlong:
                 logger.info("malot: %s seed %d: %d prompts longer than the model's context "
-                            "(answered with an empty proof)", variant, seed, agent.overlong)
+                            "(answered with an empty proof)", variant, seed, overlong)
             bar.update()
     bar.close()
     return pd.DataFrame(attempts), pd.DataFrame(solved)
