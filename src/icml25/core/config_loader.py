@@ -1,0 +1,196 @@
+"""Kedro's ``OmegaConfigLoader`` with a fast path for the project's parameters.
+
+Every ``kedro run`` reads every room's ``parameters_*.yml`` (about 40 files, 4,000 lines, in
+base and the run's environment). ``OmegaConfigLoader`` builds an OmegaConf tree of each file,
+merges the trees and converts the result back to plain Python: about 1.3 s on a 2-core machine,
+the largest single cost before a run's first node, while parsing the same files with libyaml
+takes under 0.1 s. :class:`ProjectConfigLoader` reads ``parameters`` as plain data (libyaml, with
+OmegaConf's own YAML rules: its float syntax, no timestamps, duplicate keys refused), merges it
+the way OmegaConf does (files of one environment must not share a key; the run's environment is
+merged over base key by key under ``soft``, top-level key by key under ``destructive``) and
+resolves ``${globals:key}``, the one interpolation the parameters use.
+
+Anything else goes to ``OmegaConfigLoader`` unchanged: every key but ``parameters``, runtime
+parameters (``--params``), any other interpolation or resolver, OmegaConf's ``???``, a
+non-local ``conf_source``, a value YAML types beyond str/int/float/bool/None/list/dict, and every
+case where Kedro raises (invalid YAML, duplicate keys, missing files), so that its error messages
+stay Kedro's. ``tests/core/test_config_loader.py`` checks that both give equal parameters (values
+and types) in every environment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kedro.config import OmegaConfigLoader
+
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_GLOBAL = re.compile(r"\$\{globals:([A-Za-z0-9][A-Za-z0-9_.]*)\}")
+
+
+class _Fallback(Exception):
+    """This configuration needs OmegaConf itself."""
+
+
+class _OmegaConfRules(_SAFE_LOADER):  # type: ignore[misc, valid-type]
+    """libyaml with OmegaConf's implicit types (``omegaconf._utils.get_yaml_loader``)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
+        keys = set()
+        for key_node, _value in node.value:
+            if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
+                continue
+            if key_node.value in keys:
+                raise _Fallback(f"duplicate key {key_node.value}")
+            keys.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+_OmegaConfRules.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        """^(?:
+     [-+]?[0-9]+(?:_[0-9]+)*\\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+    |\\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\\.[0-9_]*
+    |[-+]?\\.(?:inf|Inf|INF)
+    |\\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+_OmegaConfRules.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _OmegaConfRules.yaml_implicit_resolvers.items()
+}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` itself when it holds only the types OmegaConf gives back unchanged."""
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise _Fallback("a non-string key")
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        if value == "???" or "${" in _GLOBAL.sub("", value) or "\\$" in value:
+            raise _Fallback("an interpolation other than ${globals:...} or OmegaConf's ???")
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    raise _Fallback(f"a {type(value).__name__} value")
+
+
+def _leaf_keys(tree: dict[str, Any], parent: str = "") -> set[str]:
+    """Dotted paths of the leaves, as ``OmegaConfigLoader._get_all_keys``."""
+    keys: set[str] = set()
+    for key, value in tree.items():
+        full = f"{parent}.{key}" if parent else key
+        keys |= _leaf_keys(value, full) if isinstance(value, dict) else {full}
+    return keys
+
+
+def _merge(base: Any, over: Any) -> Any:
+    """OmegaConf's merge of plain trees: mappings key by key, anything else replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = _merge(base[key], value) if key in base else value
+        return merged
+    return over
+
+
+class ProjectConfigLoader(OmegaConfigLoader):
+    """``OmegaConfigLoader``; ``parameters`` read without building OmegaConf trees."""
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        if key == "parameters" and key not in self.data and not self.runtime_params:
+            try:
+                return self._plain_parameters()
+            except _Fallback:
+                pass
+        return super().__getitem__(key)
+
+    # ------------------------------------------------------------------------ fast path
+    def _plain_parameters(self) -> dict[str, Any]:
+        if self._protocol != "file":
+            raise _Fallback("a remote conf_source")
+        patterns = list(self.config_patterns["parameters"])
+        run_env = self.env or self.default_run_env
+        envs = [self.base_env] if run_env == self.base_env else [self.base_env, run_env]
+        trees = [self._environment_tree(Path(self.conf_source) / env, patterns) for env in envs]
+        if not any(found for _tree, found in trees):
+            raise _Fallback("no parameter files: Kedro names them")
+        config = trees[0][0]
+        for env_tree, _found in trees[1:]:
+            strategy = self.merge_strategy.get("parameters", "destructive")
+            if strategy == "soft":
+                config = _merge(config, env_tree)
+            elif strategy == "destructive":
+                config = {**config, **env_tree}
+            else:
+                raise _Fallback(f"merge strategy {strategy!r}")
+        return config
+
+    def _environment_tree(self, folder: Path, patterns: list[str]) -> tuple[dict[str, Any], bool]:
+        if not folder.is_dir():
+            raise _Fallback(f"{folder} is no folder: Kedro says so")
+        paths = set()
+        for pattern in patterns:
+            for each in self._fs.glob((folder / pattern).as_posix()):
+                if not self.ignore_hidden or not self._is_hidden(each):
+                    paths.add(Path(each))
+        files = {}
+        for path in sorted(p for p in paths if self._is_valid_config_path(p)):
+            try:
+                loaded = yaml.load(path.read_text(encoding="utf8"), Loader=_OmegaConfRules)
+            except yaml.YAMLError as exc:
+                raise _Fallback(f"invalid YAML in {path}: Kedro names it") from exc
+            if loaded is None:
+                loaded = {}
+            if not isinstance(loaded, dict):
+                raise _Fallback(f"{path} is not a mapping")
+            files[path] = self._resolve_globals(_plain(loaded))
+        seen: set[str] = set()
+        merged: dict[str, Any] = {}
+        for tree in files.values():
+            leaves = {k for k in _leaf_keys(tree) if not k.startswith("_")}
+            if leaves & seen:
+                raise _Fallback("files share a key: Kedro names them")
+            seen |= leaves
+            merged = _merge(merged, tree)
+        return merged, bool(files)
+
+    def _resolve_globals(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: self._resolve_globals(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._resolve_globals(item) for item in value]
+        if not isinstance(value, str) or "${" not in value:
+            return value
+        whole = _GLOBAL.fullmatch(value)
+        if whole:
+            return self._global(whole.group(1))
+        return _GLOBAL.sub(lambda m: self._global_text(m.group(1)), value)
+
+    def _global(self, dotted: str) -> Any:
+        node: Any = self._globals
+        for part in dotted.split("."):
+            if part.startswith("_") or not isinstance(node, dict) or part not in node:
+                raise _Fallback(f"globals key {dotted!r}: Kedro names it")
+            node = node[part]
+        if isinstance(node, dict | list) or (isinstance(node, str) and "${" in node):
+            raise _Fallback(f"globals key {dotted!r} is not a plain value")
+        return node
+
+    def _global_text(self, dotted: str) -> str:
+        value = self._global(dotted)
+        if value is None or isinstance(value, bool | float):
+            raise _Fallback("a None, bool or float global inside a string")
+        return str(value)
