@@ -30,21 +30,62 @@ MAX_PRODUCT_WORK = 200_000
 
 
 class Deadline(Exception):
-    """The per-proof wall-clock budget ran out."""
+    """The per-proof budget ran out: the deterministic work budget (tactic steps and z3
+    resource units), or, with ``wall_clock``, the wall-clock safety limit."""
+
+    def __init__(self, wall_clock: bool = False) -> None:
+        super().__init__("wall-clock safety limit" if wall_clock else "work budget")
+        self.wall_clock = wall_clock
 
 
 class Budget:
-    """Wall-clock deadline of one verification; checked between steps and passed to z3."""
+    """The budget of one verification. Deterministic: at most ``max_steps`` checks (tactic steps
+    and product rounds) and ``rlimit`` z3 resource units (z3's machine-independent ``rlimit``
+    count) in all, so a verdict never depends on the machine's speed or load. ``seconds`` is a
+    wall-clock safety net only (:class:`Deadline` with ``wall_clock``, reported as such)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, max_steps: int = 20_000, rlimit: int = 50_000_000) -> None:
         self.end = time.monotonic() + seconds
+        self.max_steps, self.steps = max_steps, 0
+        self.rlimit_left = rlimit
 
     def left(self) -> float:
         return self.end - time.monotonic()
 
     def check(self) -> None:
-        if self.left() <= 0:
+        self.steps += 1
+        if self.steps > self.max_steps or self.rlimit_left <= 0:
             raise Deadline
+        if self.left() <= 0:
+            raise Deadline(wall_clock=True)
+
+    def spend(self, units: int) -> None:
+        self.rlimit_left -= units
+
+
+def _rlimit_count(solver: z3.Solver) -> int:
+    stats = solver.statistics()
+    names = set(stats.keys())
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in names else 0
+
+
+def _decide(solver: z3.Solver, timeout_s: float, rlimit: int | None,
+            budget: Budget | None) -> bool:
+    """True iff unsat. ``rlimit`` (z3 resource units, deterministic) bounds the call; running
+    out of it is "not proved". ``timeout_s`` is the wall-clock safety net: hitting it raises
+    :class:`Deadline` with ``wall_clock`` (reported, never silently a tactic failure)."""
+    solver.set("timeout", max(1, int(timeout_s * 1000)))
+    if budget is not None:
+        rlimit = min(rlimit or budget.rlimit_left, max(budget.rlimit_left, 1))
+    if rlimit:
+        solver.set("rlimit", int(rlimit))
+    before = _rlimit_count(solver)
+    result = solver.check()
+    if budget is not None:
+        budget.spend(max(_rlimit_count(solver) - before, 1))
+    if result == z3.unknown and solver.reason_unknown() == "timeout":
+        raise Deadline(wall_clock=True)
+    return result == z3.unsat
 
 
 class Poly:
@@ -233,11 +274,12 @@ def product_fact(a: Fact, b: Fact) -> Fact:
     return (-(p * q), rel)
 
 
-def linear_unsat(facts: Iterable[Fact], nonneg_atoms: Iterable[str], timeout_s: float) -> bool:
-    """True iff the facts, with every non-linear monomial an independent real, are infeasible."""
+def linear_unsat(facts: Iterable[Fact], nonneg_atoms: Iterable[str], timeout_s: float,
+                 rlimit: int | None = None, budget: Budget | None = None) -> bool:
+    """True iff the facts, with every non-linear monomial an independent real, are infeasible
+    (within ``rlimit`` z3 resource units; see :func:`_decide`)."""
     facts = list(facts)
     solver = z3.Solver()
-    solver.set("timeout", max(1, int(timeout_s * 1000)))
     names: dict[Monomial, z3.ArithRef] = {}
 
     def var(m: Monomial) -> z3.ArithRef:
@@ -253,7 +295,7 @@ def linear_unsat(facts: Iterable[Fact], nonneg_atoms: Iterable[str], timeout_s: 
         solver.add({"<": expr < 0, "≤": expr <= 0, "=": expr == 0}[rel])
     for atom in nonneg_atoms:
         solver.add(var(((atom, 1),)) >= 0)
-    return solver.check() == z3.unsat
+    return _decide(solver, timeout_s, rlimit, budget)
 
 
 # ------------------------------------------------------------------------- exact evaluation
@@ -394,12 +436,13 @@ def z3_int_prop(prop: tuple, env: dict[str, z3.ArithRef], side: list) -> z3.Bool
     return {"=": a == b, "≠": a != b, "<": a < b, "≤": a <= b, ">": a > b, "≥": a >= b}[op]
 
 
-def omega_unsat(hyps: list[tuple], goal: tuple | None, timeout_s: float) -> bool:
-    """True iff hypotheses (those in omega's language) and ¬goal are infeasible over ℤ."""
+def omega_unsat(hyps: list[tuple], goal: tuple | None, timeout_s: float,
+                rlimit: int | None = None, budget: Budget | None = None) -> bool:
+    """True iff hypotheses (those in omega's language) and ¬goal are infeasible over ℤ (within
+    ``rlimit`` z3 resource units; see :func:`_decide`)."""
     env: dict[str, z3.ArithRef] = {}
     side: list = []
     solver = z3.Solver()
-    solver.set("timeout", max(1, int(timeout_s * 1000)))
     for hyp in hyps:
         try:
             solver.add(z3_int_prop(hyp, env, side))
@@ -408,4 +451,4 @@ def omega_unsat(hyps: list[tuple], goal: tuple | None, timeout_s: float) -> bool
     if goal is not None:
         solver.add(z3.Not(z3_int_prop(goal, env, side)))
     solver.add(*side)
-    return solver.check() == z3.unsat
+    return _decide(solver, timeout_s, rlimit, budget)

@@ -17,6 +17,7 @@ P := by ...``, ``obtain ⟨h1, h2⟩ := h``, ``cases' h with h1 h2``, ``rw [h, �
 
 from __future__ import annotations
 
+import logging
 import re
 import textwrap
 import time
@@ -27,6 +28,7 @@ from typing import Any
 import sympy
 
 from icml25.pipelines.malot.arith import (
+    MAX_TERMS,
     Budget,
     Deadline,
     Fact,
@@ -56,6 +58,8 @@ from icml25.pipelines.malot.lean_syntax import (
     rename_var,
     typed_pretty,
 )
+
+logger = logging.getLogger(__name__)
 
 HEADER = ("import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\n"
           "open BigOperators Real Nat Topology Rat\n")
@@ -134,8 +138,11 @@ class Goal:
 
 @dataclass
 class Settings:
-    z3_timeout_s: float = 2.0
-    proof_timeout_s: float = 20.0
+    z3_timeout_s: float = 20.0       # wall-clock safety net per z3 call (reported if hit)
+    proof_timeout_s: float = 20.0    # wall-clock safety net per proof (reported if hit)
+    z3_rlimit: int = 5_000_000       # deterministic z3 resource units per call
+    proof_rlimit: int = 50_000_000   # deterministic z3 resource units per proof
+    max_steps: int = 20_000          # deterministic tactic steps per proof
     max_chars: int = 20_000
     max_products: int = 400
 
@@ -158,6 +165,11 @@ class _State:
     def timeout(self) -> float:
         self.budget.check()
         return min(self.settings.z3_timeout_s, max(self.budget.left(), 0.01))
+
+    def z3(self) -> dict[str, Any]:
+        """The limits of one z3 call: wall-clock safety net, deterministic rlimit, budget."""
+        return {"timeout_s": self.timeout(), "rlimit": self.settings.z3_rlimit,
+                "budget": self.budget}
 
 
 # ---------------------------------------------------------------------- tactic block parsing
@@ -669,7 +681,7 @@ class Checker:
         pc = PolyContext()
         for facts in self._facts(goal, hints, pc, with_goal=True):
             facts = [strengthen(f, _integral(f, pc)) for f in facts] + list(extra or [])
-            if not linear_unsat(facts, pc.nat_atoms, self.state.timeout()):
+            if not linear_unsat(facts, pc.nat_atoms, **self.state.z3()):
                 raise TacticError(line, "linarith failed to find a contradiction\ncase a\n"
                                   + _negated_state(goal) + "\n⊢ False failed", "linarith")
         return []
@@ -688,7 +700,7 @@ class Checker:
                         break
                 self.state.budget.check()
             facts = [strengthen(f, _integral(f, pc)) for f in pool + products]
-            if not linear_unsat(facts, pc.nat_atoms, self.state.timeout()):
+            if not linear_unsat(facts, pc.nat_atoms, **self.state.z3()):
                 raise TacticError(line, "linarith failed to find a contradiction\ncase a\n"
                                   + _negated_state(goal) + "\n⊢ False failed", "linarith")
         return []
@@ -769,7 +781,7 @@ class Checker:
         except NotLinearInt as err:
             raise TacticError(line, f"omega could not prove the goal:\n{err}\n{goal.render()}",
                               "omega") from None
-        if not omega_unsat(hyps, goal.target, self.state.timeout()):
+        if not omega_unsat(hyps, goal.target, **self.state.z3()):
             raise TacticError(line, "omega could not prove the goal:\na possible counterexample "
                                     f"may satisfy the constraints\n{goal.render()}", "omega")
         return []
@@ -1241,7 +1253,7 @@ def verify(code: str, settings: Settings | None = None) -> dict[str, Any]:
         result["errors"].append({"line": 1, "col": 0, "category": "unsupported",
                                  "message": str(err)})
         return done("out_of_fragment")
-    budget = Budget(settings.proof_timeout_s)
+    budget = Budget(settings.proof_timeout_s, settings.max_steps, settings.proof_rlimit)
     checker = Checker(statement, settings, budget)
     try:
         tab = _first_tab_line(code)
@@ -1255,8 +1267,19 @@ def verify(code: str, settings: Settings | None = None) -> dict[str, Any]:
         return done("error")
     try:
         checker.run(nodes, decl_line, by_line)
-    except Deadline:
-        result["errors"] = [*checker.state.errors, {"line": by_line, "col": 0, "category": "timeout", "message": f"(deterministic) timeout: proof checking exceeded " f"{settings.proof_timeout_s:g} s"}]
+    except Deadline as stop:
+        if stop.wall_clock:  # the safety net: machine-dependent, so never silent
+            message = (f"timeout: the wall-clock safety limit was hit (proof "
+                       f"{settings.proof_timeout_s:g} s, z3 call {settings.z3_timeout_s:g} s); "
+                       f"this verdict depends on the machine's speed")
+            logger.warning("malot: MiniLean %s", message)
+        else:
+            message = (f"(deterministic) timeout: proof checking exceeded its budget of "
+                       f"{settings.max_steps} steps and {settings.proof_rlimit} z3 resource "
+                       f"units (or a polynomial of more than {MAX_TERMS} terms)")
+        result["wall_clock_limit"] = stop.wall_clock
+        result["errors"] = [*checker.state.errors, {"line": by_line, "col": 0,
+                                                    "category": "timeout", "message": message}]
         return done("timeout")
     except RecursionError:
         result["errors"].append({"line": by_line, "col": 0, "category": "too large",

@@ -45,7 +45,8 @@ def _params(params: dict[str, Any]) -> MalotParams:
 def _settings(p: MalotParams) -> Settings:
     from icml25.pipelines.malot.minilean import Settings
     return Settings(z3_timeout_s=p.verifier.z3_timeout_s, proof_timeout_s=p.verifier.timeout_s,
-                    max_chars=p.verifier.max_chars)
+                    z3_rlimit=p.verifier.z3_rlimit, proof_rlimit=p.verifier.proof_rlimit,
+                    max_steps=p.verifier.max_steps, max_chars=p.verifier.max_chars)
 
 
 # ------------------------------------------------------------------------------------ data

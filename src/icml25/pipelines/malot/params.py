@@ -27,8 +27,11 @@ ROLES = {**VARIANTS, **LOT_VARIANTS}
 
 class VerifierParams(ParamsModel):
     backend: Literal["minilean", "lean_repl"] = "minilean"
-    z3_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    z3_timeout_s: float = Field(default=20.0, gt=0, le=600)
     timeout_s: float = Field(default=20.0, gt=0, le=600)
+    z3_rlimit: int = Field(default=5_000_000, ge=1000)
+    proof_rlimit: int = Field(default=50_000_000, ge=1000)
+    max_steps: int = Field(default=20_000, ge=10)
     max_chars: int = Field(default=20_000, gt=100)
     workers: int = Field(default=8, ge=1)
     memory_mb: int = Field(default=8192, ge=256)
