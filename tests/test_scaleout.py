@@ -176,12 +176,15 @@ def _trained_once(room: str) -> set[str]:
     model and SAE once (on ``data_seed``) for every method and seed, and picks each method's
     learning rate on dev with the first seed (``fpo.<method>.select_lr``) before that method's
     seed shards all train at it; twa trains its systems once and tunes every method's grid with
-    the first seed (``twa.select_methods``) before the seed shards rerun the selected ones."""
+    the first seed (``twa.select_methods``) before the seed shards rerun the selected ones;
+    sparse_iht fits its index-tracking portfolios on real prices once (no seed enters them)."""
     if room == "fpo":
         from icml25.pipelines.fpo.losses import METHODS
         return {"fpo.train_sft", "fpo.train_sae", *(f"fpo.{m}.select_lr" for m in METHODS)}
     if room == "twa":  # the base/other systems, and every method's grid on the first seed
         return {"twa.train_systems", "twa.select_methods"}
+    if room == "sparse_iht":  # index tracking on real prices: one deterministic fit per index
+        return {"sparse_iht.run_index_real"}
     return set()
 
 
