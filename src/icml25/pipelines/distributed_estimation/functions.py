@@ -28,13 +28,13 @@ uniform symbol distribution, ``f̂ ≡ 1`` for a density and ``f̂ ≡ (lo + hi)
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from icml25.core.lazy_import import lazy_module
+from icml25.core.named_callable import load_callable as resolve_callable
 
 stats = lazy_module("scipy.stats")
 
@@ -78,25 +78,6 @@ def d2_cells(s: float, c: float = 0.1, levels: int = 12, seed: int = 7,
         # c·2^{-j(s+1/2)}·2^{j/2} = c·2^{-js}
         f += c * 2.0 ** (-j * s) * eps[k] * sign
     return np.repeat(f, cells // base)
-
-
-def resolve_callable(ref: str, key: str) -> Callable:
-    """The Python object named ``"package.module:attr"`` (``attr`` may be dotted); errors name
-    the parameter ``key``."""
-    if not isinstance(ref, str) or ref.count(":") != 1 or not all(ref.split(":")):
-        raise ValueError(f"{key}: {ref!r} is not a callable reference of the form 'module:attr'")
-    module, attr = ref.split(":")
-    try:
-        obj = importlib.import_module(module)
-    except ImportError as err:
-        raise ValueError(f"{key}: cannot import module {module!r} ({err})") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"{key}: module {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ValueError(f"{key}: {ref!r} is not callable")
-    return obj
 
 
 def cell_midpoints(cells: int = FINE_CELLS) -> np.ndarray:

@@ -309,7 +309,7 @@ def build_landscape(kind: str, options: dict[str, Any], factory: str | None = No
     ``kind: custom``: ``factory`` names a Python callable ``"module:attr"`` that is called with
     ``**options`` and returns a :class:`Landscape` (user-defined losses, no code edits here)."""
     if kind == "custom":
-        from icml25.pipelines.sgd_hitting.named_callables import load_callable
+        from icml25.core.named_callable import load_callable
         if not factory:
             raise ValueError(f"{where}.factory: a custom landscape needs a factory "
                              "'module:attr'")

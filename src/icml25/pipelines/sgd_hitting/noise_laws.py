@@ -382,7 +382,7 @@ def noise_from_config(config: dict[str, Any], where: str = "noise") -> NoiseLaw:
     ``covariance`` (a full Σ, Gaussian), ``scale_fn`` (``"module:attr"``, a state-dependent
     σ(x)), ``law`` and ``options`` (``kind: custom``: ``"module:attr"`` called with
     ``**options`` returns the unit law ξ). ``where`` names the key in errors."""
-    from icml25.pipelines.sgd_hitting.named_callables import load_callable
+    from icml25.core.named_callable import load_callable
 
     cfg = {k: v for k, v in dict(config).items() if v is not None}
     scale = cfg.pop("scale", 1.0)
