@@ -14,8 +14,11 @@ methods. This module implements them for ``nn.Sequential`` networks of ``Normali
   ReLU relaxation (upper line ``u/(u−l)·(z−l)``, lower slope 1 if ``u > −l`` else 0), then
   concretisation over the input box ``Λ⁺·l + Λ⁻·u + bias``.
 - **CROWN-IBP** (Zhang et al. 2020): intermediate ReLU bounds from IBP, the final margins from one
-  CROWN backward pass. **Full CROWN**: every intermediate bound from its own backward pass with an
-  identity specification (memory ∝ neurons × input size: the batch is chunked).
+  CROWN backward pass. **Full CROWN** (:func:`crown`, auto_LiRPA's ``method="CROWN"``): every
+  intermediate bound from its own backward pass with an identity specification, through the CROWN
+  bounds of the earlier layers, with no IBP anywhere (memory ∝ neurons × input size: the batch is
+  chunked). :func:`crown_intersect_ibp` is a variant that intersects every intermediate bound
+  with IBP (sound, never looser than IBP layer by layer, but not plain CROWN).
 - Specifications are margins ``C·f(x)`` with ``C`` row ``e_y − e_j`` (j ≠ y). ``C`` is folded
   into the last Linear layer (*final-layer elision*, ``W' = C W``, ``b' = C b``) before bounding.
 
@@ -295,12 +298,34 @@ def margin_spec(labels: Tensor, num_classes: int) -> Tensor:
     return eye[labels].unsqueeze(1) - eye[others]  # [B, K-1, K]
 
 
+#: The data domain of every image (pixels in [0, 1]); the threat model is clipped to it.
+DATA_RANGE = (0.0, 1.0)
+
+
 def input_box(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
-    """``B(x) = [max(x − ε, 0), min(x + ε, 1)]`` in pixel space; refuses ε < 0 and NaN/inf."""
+    """``B(x) = [max(x − ε, 0), min(x + ε, 1)]`` in pixel space; refuses ε < 0, NaN/inf and
+    inputs outside the data domain (the clipped box would not contain them)."""
     if not isinstance(eps, int | float) or not eps >= 0 or eps != eps or eps == float("inf"):
         raise BoundInputError(f"eps: got {eps!r}; expected a finite number >= 0")
     check_finite(x, "input")
-    return (x - eps).clamp(0.0, 1.0), (x + eps).clamp(0.0, 1.0)
+    check_domain(x, "input")
+    lo, hi = DATA_RANGE
+    return (x - eps).clamp(lo, hi), (x + eps).clamp(lo, hi)
+
+
+def check_domain(x: Tensor, name: str, offset: int = 0) -> None:
+    """Refuse samples with a value outside :data:`DATA_RANGE`, naming them (index + ``offset``):
+    clipping their ε-box to the domain would give a box that does not contain the sample, and a
+    "certificate" over it would say nothing about the sample itself."""
+    lo, hi = DATA_RANGE
+    flat = x.detach().reshape(x.shape[0], -1) if x.dim() > 1 else x.detach().reshape(-1, 1)
+    bad = ((flat < lo) | (flat > hi)).any(1).nonzero().flatten().cpu().tolist()
+    if bad:
+        shown = ", ".join(str(i + offset) for i in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        raise BoundInputError(
+            f"{name}: {len(bad)} sample(s) outside the data domain [{lo:g}, {hi:g}] (samples "
+            f"{shown}; values in [{float(flat.min()):.4g}, {float(flat.max()):.4g}]); the "
+            "ε-box is clipped to the domain, so it would not contain them: refusing to bound")
 
 
 def check_finite(x: Tensor, name: str) -> None:
@@ -424,11 +449,27 @@ def crown_ibp(ops: Sequence[Op], lower: Tensor, upper: Tensor, spec: Tensor | No
 
 def crown(ops: Sequence[Op], lower: Tensor, upper: Tensor, spec: Tensor | None = None,
           chunk: int = 16) -> tuple[Tensor, Tensor | None, list[tuple[Tensor, Tensor]]]:
-    """Full CROWN: every ReLU's pre-activation bounds from its own backward pass (identity spec),
-    the output from a final pass. The batch is processed ``chunk`` samples at a time.
+    """Full (plain) CROWN as auto_LiRPA defines it: every ReLU's pre-activation bounds from its
+    own backward linear relaxation through every earlier layer (identity specification), using
+    the CROWN bounds of the earlier ReLUs only, and the output from a final backward pass. No
+    interval bound enters anywhere. The batch is processed ``chunk`` samples at a time.
 
     Returns (lower, upper or None with ``spec``, per-ReLU pre-activation bounds).
     """
+    return _crown(ops, lower, upper, spec, chunk, intersect_ibp=False)
+
+
+def crown_intersect_ibp(ops: Sequence[Op], lower: Tensor, upper: Tensor,
+                        spec: Tensor | None = None, chunk: int = 16
+                        ) -> tuple[Tensor, Tensor | None, list[tuple[Tensor, Tensor]]]:
+    """A CROWN variant: each ReLU's CROWN pre-activation bounds intersected with the IBP bounds
+    propagated from the (tightened) earlier ones. Both are sound, so the intersection is too,
+    and its intermediate bounds are never looser than IBP's; it is *not* plain CROWN (see
+    :func:`crown`), whose intermediate bounds may be looser than IBP's on some neurons."""
+    return _crown(ops, lower, upper, spec, chunk, intersect_ibp=True)
+
+
+def _crown(ops, lower, upper, spec, chunk, intersect_ibp):
     _check_box(lower, upper)
     if chunk < 1:
         raise ValueError(f"chunk: got {chunk}; expected >= 1")
@@ -436,7 +477,7 @@ def crown(ops: Sequence[Op], lower: Tensor, upper: Tensor, spec: Tensor | None =
     for start in range(0, lower.shape[0], chunk):
         sl = slice(start, start + chunk)
         parts.append(_crown_chunk(ops, lower[sl], upper[sl],
-                                  None if spec is None else spec[sl]))
+                                  None if spec is None else spec[sl], intersect_ibp))
     lows = torch.cat([p[0] for p in parts])
     ups = None if spec is not None else torch.cat([p[1] for p in parts])
     n_relu = len(parts[0][2])
@@ -445,7 +486,7 @@ def crown(ops: Sequence[Op], lower: Tensor, upper: Tensor, spec: Tensor | None =
     return lows, ups, relu_bounds
 
 
-def _crown_chunk(ops, lower, upper, spec):
+def _crown_chunk(ops, lower, upper, spec, intersect_ibp):
     bounds: dict[int, tuple[Tensor, Tensor]] = {}
     for idx, op in enumerate(ops):
         if not isinstance(op, ReluOp):
@@ -456,9 +497,10 @@ def _crown_chunk(ops, lower, upper, spec):
         out = backward_lower(sub, lam, lower, upper, bounds)
         n = out.shape[1] // 2
         lo, hi = out[:, :n].reshape(-1, *probe.shape[1:]), -out[:, n:].reshape(-1, *probe.shape[1:])
-        # intersect with IBP (both sound): never looser than IBP layer by layer
-        ibp_lo, ibp_hi = _ibp_at(ops, idx, lower, upper, bounds)
-        bounds[idx] = (torch.maximum(lo, ibp_lo), torch.minimum(hi, ibp_hi))
+        if intersect_ibp:
+            ibp_lo, ibp_hi = _ibp_at(ops, idx, lower, upper, bounds)
+            lo, hi = torch.maximum(lo, ibp_lo), torch.minimum(hi, ibp_hi)
+        bounds[idx] = (lo, hi)
     final = _final_ops(ops, spec)
     lam, both = _final_lam(final, spec, lower)
     out = backward_lower(final, lam, lower, upper, bounds)

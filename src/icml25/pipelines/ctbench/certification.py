@@ -1,5 +1,6 @@
 """The certification cascade of CTBench, at CPU scale: per test sample, natural
-prediction → IBP → CROWN-IBP → full CROWN (on a random stratified subset) → PGD attack.
+prediction → IBP → CROWN-IBP → full (plain) CROWN (on a random stratified subset) → PGD attack.
+Test images must lie in the data domain [0, 1] (refused otherwise, naming the samples).
 
 A sample is *certified* if it is classified correctly and any stage proves every margin
 ``z_y − z_j`` positive over ``B(x)``; it is *PGD-robust* if no PGD iterate is misclassified.
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 
 from icml25.pipelines.ctbench.attacks import pgd_attack
 from icml25.pipelines.ctbench.bounds import (
+    check_domain,
     check_finite,
     crown,
     crown_ibp,
@@ -71,6 +73,7 @@ def certify(model: nn.Sequential, x: Tensor, y: Tensor, eps: float, num_classes:
     """One row per sample: ``correct, pgd_robust, ibp, crown_ibp, crown`` (crown NaN outside
     ``crown_index``), the lowest margin bound of each stage, ``certified`` and timings."""
     check_finite(x, "test images")
+    check_domain(x, "test images")  # before any work: a clipped box would not contain them
     model.eval()
     ops = network_ops(model, tuple(x.shape[1:]))
     n = len(x)

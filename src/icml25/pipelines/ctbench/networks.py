@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from icml25.pipelines.ctbench.bounds import Normalize
@@ -84,21 +85,61 @@ def has_batch_norm(model: nn.Module) -> bool:
 @torch.no_grad()
 def reset_bn_to_population(model: nn.Sequential, images: torch.Tensor,
                            batch_size: int = 512) -> None:
-    """Replace BN running statistics by the population statistics of ``images`` (cumulative
-    average, momentum None), as CTBench does after every epoch."""
-    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
-    if not bns:
+    """Replace BN running statistics by the population statistics of ``images``, as CTBench does
+    after every epoch: exactly the statistics one training-mode pass over all of ``images`` at
+    once (momentum None) would leave, computed ``batch_size`` images at a time.
+
+    BN layer k gets the mean and the unbiased variance of its inputs over every image (sums
+    accumulated in float64, so every chunk counts by its size, a short last one included), with
+    the earlier BN layers normalising by their own full-population mean and (biased) variance,
+    as they would in that single pass.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size: got {batch_size}; expected >= 1")
+    positions = [i for i, m in enumerate(model) if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
+    nested = [m for m in model.modules() if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
+    if len(nested) != len(positions):
+        raise ValueError("reset_bn_to_population: batch norm layers must be direct children of "
+                         "the nn.Sequential network")
+    if not positions:
         return
+    if len(images) < 2:
+        raise ValueError(f"reset_bn_to_population: need at least 2 images, got {len(images)}")
+    population: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # position -> (mean, biased var)
+    counts: dict[int, int] = {}  # position -> values per channel
+
+    def prefix(x: torch.Tensor, stop: int) -> torch.Tensor:
+        for i in range(stop):
+            layer = model[i]
+            if i in population:
+                mean, var = population[i]
+                x = F.batch_norm(x, mean.to(x.dtype), var.to(x.dtype), layer.weight, layer.bias,
+                                 False, 0.0, layer.eps)
+            else:
+                x = layer(x)
+        return x
+
     was_training = model.training
-    momenta = [bn.momentum for bn in bns]
-    for bn in bns:
+    model.eval()  # Dropout etc. would not matter here; BN layers are handled explicitly
+    for pos in positions:
+        total = sq = None
+        count = 0
+        for start in range(0, len(images), batch_size):
+            h = prefix(images[start:start + batch_size], pos).double()
+            dims = [0] if h.dim() == 2 else [0, 2, 3]
+            s, q = h.sum(dims), (h * h).sum(dims)
+            total, sq = (s, q) if total is None else (total + s, sq + q)
+            count += h.numel() // h.shape[1]
+        mean = total / count
+        var = (sq / count - mean * mean).clamp(min=0.0)
+        population[pos] = (mean, var)
+        counts[pos] = count
+    for pos in positions:
+        bn = model[pos]
+        mean, var = population[pos]
         bn.reset_running_stats()
-        bn.momentum = None
-    model.train()
-    for start in range(0, len(images), batch_size):
-        chunk = images[start:start + batch_size]
-        if len(chunk) > 1:
-            model(chunk)
-    for bn, momentum in zip(bns, momenta, strict=True):
-        bn.momentum = momentum
+        bn.running_mean.copy_(mean.to(bn.running_mean.dtype))
+        # torch's running variance is the unbiased one (n / (n − 1) times the batch variance)
+        bn.running_var.copy_((var * counts[pos] / (counts[pos] - 1)).to(bn.running_var.dtype))
+        bn.num_batches_tracked.fill_(1)
     model.train(was_training)
