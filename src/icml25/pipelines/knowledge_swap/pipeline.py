@@ -1,12 +1,14 @@
 """Wiring of the knowledge_swap pipeline (``docs/papers/knowledge_swap.md``).
 
-MNIST subset + generated glyphs -> retain / forget / learn sets -> per seed shard (shard ``k`` of
+MNIST subset (the pretraining domain) + generated glyphs -> the pretraining sets and, per swap
+setting (``data.settings``: which digits are forgotten, which glyph classes learned), retain /
+forget / learn sets -> per seed shard (shard ``k`` of
 ``n`` takes ``seeds[k::n]``, see :mod:`icml25.core.sweep`) the pretrained ViTs
 (``knowledge_swap.pretrained.shard_<k>``) and the retrain oracles
 (``knowledge_swap.retrain_oracle.shard_<k>``) -> one swap node per variant and seed shard
 (namespace ``knowledge_swap.<variant>.shard_<k>``: LtF, FtL, learn-only, forget-only, joint,
-naive fine-tune, equal-weight ablations), each reading its own shard's backbones -> metrics,
-claims and figures from every shard. Variants and seeds are separate nodes, so a parallel runner
+naive fine-tune, equal-weight ablations, every setting), each reading its own shard's
+backbones -> metrics, claims (each judged per setting) and figures from every shard. Variants and seeds are separate nodes, so a parallel runner
 spreads them over its workers.
 """
 
@@ -33,16 +35,18 @@ def create_pipeline(**kwargs) -> Pipeline:
     data = [
         node(nodes.load_mnist, P, f"{NS}.mnist", name="load_mnist", namespace=NS),
         node(nodes.make_glyphs, P, f"{NS}.glyphs", name="make_glyphs", namespace=NS),
+        node(nodes.split_pretrain_sets, [f"{NS}.mnist", P], f"{NS}.pretrain_sets",
+             name="split_pretrain_sets", namespace=NS),
         node(nodes.split_sets, [f"{NS}.mnist", f"{NS}.glyphs", P], f"{NS}.swap_sets",
              name="split_sets", namespace=NS),
     ]
     n = seed_shards()
     backbones = [
-        node(_bind(train, shard=k, n_shards=n), [f"{NS}.swap_sets", P],
+        node(_bind(train, shard=k, n_shards=n), [f"{NS}.{sets}", P],
              f"{NS}.{models}.shard_{k}.models", name=train.__name__,
              namespace=f"{NS}.{models}.shard_{k}", tags=["training"])
-        for models, train in (("pretrained", nodes.pretrain_backbone),
-                              ("retrain_oracle", nodes.retrain_oracle))
+        for models, train, sets in (("pretrained", nodes.pretrain_backbone, "pretrain_sets"),
+                                    ("retrain_oracle", nodes.retrain_oracle, "swap_sets"))
         for k in range(n)
     ]
     swaps = [

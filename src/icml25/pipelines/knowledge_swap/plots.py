@@ -9,9 +9,11 @@ import numpy as np
 COLOURS = {"retain": "C0", "forget": "C3", "learn": "C2"}
 
 
-def plot_stage_accuracy(results: dict[str, list[dict[str, Any]]], variants: list[str]) -> Any:
+def plot_stage_accuracy(results: dict[str, list[dict[str, Any]]], variants: list[str],
+                        setting: str = "") -> Any:
     """Acc_r / Acc_f / Acc_l (mean ± std over seeds) per epoch through the stages, one panel per
-    variant; dashed lines mark the stage boundaries, epoch 0 is the pretrained start."""
+    variant; dashed lines mark the stage boundaries, epoch 0 is the pretrained start.
+    ``setting`` (its forget and learn classes) goes into the title."""
     import matplotlib.pyplot as plt
 
     cols = min(4, len(variants))
@@ -40,13 +42,15 @@ def plot_stage_accuracy(results: dict[str, list[dict[str, Any]]], variants: list
     for row in axes:
         row[0].set_ylabel("test accuracy (%)")
     axes[0][0].legend(fontsize=7, loc="center left")
-    fig.suptitle("knowledge_swap — accuracies through the stages (mean ± std over seeds)",
-                 fontsize=10)
+    where = f", {setting}" if setting else ""
+    fig.suptitle(f"knowledge_swap{where} — accuracies through the stages (mean ± std over "
+                 "seeds)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_lora_norms(results: dict[str, list[dict[str, Any]]], variants: list[str]) -> Any:
+def plot_lora_norms(results: dict[str, list[dict[str, Any]]], variants: list[str],
+                    setting: str = "") -> Any:
     """Per-block LoRA update norm ``sqrt(||s B A||²_fc1 + ||s B A||²_fc2)`` over time (blocks ×
     quarter epochs, first seed), one heat map per order; dashed line = stage boundary."""
     import matplotlib.pyplot as plt
@@ -66,7 +70,8 @@ def plot_lora_norms(results: dict[str, list[dict[str, Any]]], variants: list[str
         ax.set_title(f"{variant}: {' → '.join(results[variant][0]['stages'])}", fontsize=9)
         fig.colorbar(image, ax=ax, pad=0.01)
     axes[-1, 0].set_xlabel("epoch")
-    fig.suptitle("knowledge_swap — per-block LoRA update norm (seed "
+    where = f", {setting}" if setting else ""
+    fig.suptitle(f"knowledge_swap{where} — per-block LoRA update norm (seed "
                  f"{results[variants[0]][0]['seed']})", fontsize=10)
     fig.tight_layout()
     return fig

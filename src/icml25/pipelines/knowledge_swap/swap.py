@@ -291,8 +291,8 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
     ``train``: the swap-time sets ``retain`` (subset), ``forget`` (subset), ``learn`` (full);
     ``tests``: the test sets ``retain``, ``forget``, ``learn``. Returns accuracies at the start,
     after each stage (``stage1``, ``stage2``; ``final`` = after the last), per-epoch curves, the
-    per-block LoRA update norms over time and each test image's final 0/100 correctness
-    (``correct_final``, per test set).
+    per-block LoRA update norms over time and each test image's 0/100 correctness before any
+    training (``correct_start``) and at the end (``correct_final``), per test set.
     """
     from icml25.pipelines.knowledge_swap.vit import lora_update_norms
     if variant not in PLANS:
@@ -302,6 +302,7 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
     opt = make_optimizer(trainable, hp)
     generator = torch.Generator().manual_seed(seed)
     acc = {"start": evaluate(model, tests)}
+    correct_start = evaluate_items(model, tests)
     curve: list[dict[str, Any]] = []
     norms: dict[str, list] = {"time": [], "stage": [], "values": []}
     offset = 0.0
@@ -321,7 +322,8 @@ def run_swap(model: ViT, variant: str, train: dict[str, TensorSet], tests: dict[
         acc[f"stage{k}"] = evaluate(model, tests)
     acc["final"] = acc[f"stage{len(PLANS[variant])}"]
     return {"variant": variant, "seed": seed, "acc": acc,
-            "correct_final": evaluate_items(model, tests), "curve": curve, "norms": norms,
+            "correct_start": correct_start, "correct_final": evaluate_items(model, tests),
+            "curve": curve, "norms": norms,
             "stages": [s.kind for s in PLANS[variant]],
             "seconds": time.perf_counter() - started}
 
