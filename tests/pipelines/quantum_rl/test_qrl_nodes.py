@@ -56,3 +56,28 @@ def test_circuit_check_is_skipped_cleanly_without_qiskit(monkeypatch):
     report = circuits.circuit_check([(0.3, 4)], [], shots=100, seed=0)
     assert report["skipped"] is True and report["cases"] == []
     assert "icml25[quantum]" in report["reason"]
+
+
+def test_per_mdp_comparison_pairs_seeds_and_skips_variants_not_run_there():
+    from icml25.pipelines.quantum_rl.evaluation import mlflow_summary, per_mdp_comparison
+
+    metrics = {"q": {"regret_T_a": [1.0, 5.0], "regret_T_b": [4.0, 4.0]},
+               "u": {"regret_T_a": [2.0, 3.0], "regret_T_b": [1.0, 2.0]},
+               "x": {"regret_T_a": [0.5, 0.5], "regret_T_b": [np.nan]}}
+    out = per_mdp_comparison(metrics, "q", ["u", "x"], ["a", "b"])
+    assert out["a"]["regret_T.method"] == pytest.approx(3.0)
+    assert out["a"]["regret_T_minus.u"] == pytest.approx(0.5)    # (-1 + 2) / 2
+    assert out["a"]["seeds_lower_than.u"] == pytest.approx(0.5)
+    assert out["a"]["seeds_lower_than.x"] == 0.0
+    assert out["b"]["regret_T_minus.u"] == pytest.approx(2.5)
+    assert "regret_T_minus.x" not in out["b"]                  # x did not run on b
+
+    optimal = {"a": {"rho_star": 0.4, "rho_star_lp": 0.4000001}}
+    circuit = {"skipped": False, "max_tv": 0.02, "cases": [{"tv": 0.01}, {"tv": 0.02}]}
+    summary = mlflow_summary(optimal, circuit, out)
+    assert summary["rho_star.a"] == 0.4 and summary["rho_star_lp.a"] == 0.4000001
+    assert summary["circuit.max_tv"] == 0.02 and summary["circuit.case_1.tv"] == 0.02
+    assert summary["circuit.skipped"] == 0.0
+    assert summary["per_mdp.b.regret_T_minus.u"] == pytest.approx(2.5)
+    skipped = mlflow_summary(optimal, {"skipped": True, "cases": []}, {})
+    assert skipped["circuit.skipped"] == 1.0 and "circuit.max_tv" not in skipped

@@ -84,6 +84,16 @@ def test_quantum_rl_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert children["qucrl"].data.tags["icml25.role"] == "method"
     assert children["ucrl2"].data.tags["icml25.role"] == "baseline"
     assert "regret_T_riverswim_6" in children["ucrl2"].data.metrics
+    # rho*, the circuit check and the per-MDP comparison are on the pipeline run, equal to
+    # metrics.json's values
+    report = json.loads((kedro_project / "data/08_reporting/quantum_rl/metrics.json").read_text())
+    logged = parent[0].data.metrics
+    for env in ("riverswim_6", "garnet_10"):
+        assert logged[f"rho_star.{env}"] == pytest.approx(report["optimal"][env]["rho_star"])
+        assert logged[f"per_mdp.{env}.regret_T_minus.ucrl2"] == pytest.approx(
+            report["per_mdp"][env]["regret_T_minus.ucrl2"])
+    if not report["circuit"]["skipped"]:
+        assert logged["circuit.max_tv"] == pytest.approx(report["circuit"]["max_tv"])
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(
         children["qucrl"].info.run_id)}
     assert any(a.startswith("final_estimates_") for a in artifacts)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -196,3 +197,51 @@ def constants_figure(summary: pd.DataFrame, env: str, delta: float):
     fig.suptitle(f"{env}: effect of the radius constant")
     fig.tight_layout()
     return fig
+
+
+def per_mdp_comparison(metrics: Mapping[str, Mapping[str, list[float]]], method: str,
+                       others: list[str], envs: list[str]) -> dict[str, dict[str, float]]:
+    """Where the method's regret advantage holds: per environment, the method's mean regret at
+    ``T`` and, against every variant of ``others`` that ran there, the mean paired difference
+    ``R_method(T) - R_other(T)`` over the seeds both ran and the fraction of those seeds on which
+    the method's regret is lower (1.0: lower on every seed). A variant that did not run on an
+    environment is left out of it."""
+    out: dict[str, dict[str, float]] = {}
+    for env in envs:
+        key = f"regret_T_{env}"
+        mine = np.asarray(metrics[method][key], dtype=float)
+        if not np.isfinite(mine).any():
+            continue
+        row = {"regret_T.method": float(np.nanmean(mine))}
+        for other in others:
+            theirs = np.asarray(metrics[other][key], dtype=float)
+            both = np.isfinite(mine) & np.isfinite(theirs) if theirs.shape == mine.shape else None
+            if both is None or not both.any():
+                continue
+            diff = mine[both] - theirs[both]
+            row[f"regret_T_minus.{other}"] = float(diff.mean())
+            row[f"seeds_lower_than.{other}"] = float((diff < 0).mean())
+        out[env] = row
+    return out
+
+
+def mlflow_summary(optimal: Mapping[str, Mapping[str, Any]], circuit: Mapping[str, Any],
+                   per_mdp: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The pipeline-run metrics beside the claim counts: ``rho_star.<env>`` (RVI) and
+    ``rho_star_lp.<env>`` (occupancy LP), the circuit check (``circuit.skipped``,
+    ``circuit.max_tv`` and ``circuit.case_<i>.tv`` per circuit) and every per-MDP comparison of
+    :func:`per_mdp_comparison` as ``per_mdp.<env>.<name>``."""
+    out: dict[str, float] = {}
+    for env, opt in optimal.items():
+        out[f"rho_star.{env}"] = float(opt["rho_star"])
+        out[f"rho_star_lp.{env}"] = float(opt["rho_star_lp"])
+    skipped = bool(circuit.get("skipped", True))
+    out["circuit.skipped"] = float(skipped)
+    if not skipped:
+        out["circuit.max_tv"] = float(circuit["max_tv"])
+        for i, case in enumerate(circuit.get("cases", [])):
+            out[f"circuit.case_{i}.tv"] = float(case["tv"])
+    for env, row in per_mdp.items():
+        for name, value in row.items():
+            out[f"per_mdp.{env}.{name}"] = float(value)
+    return out

@@ -269,6 +269,8 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
     from icml25.pipelines.quantum_rl.evaluation import (
         check_curves,
         estimator_slopes,
+        mlflow_summary,
+        per_mdp_comparison,
         variant_metrics,
     )
     p = _params(params)
@@ -281,6 +283,10 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
     circuit_tv = {"circuit:aer": {"max_tv": circuit_metrics.get("max_tv", math.nan)
                                   if not circuit_metrics.get("skipped") else math.nan}}
     claim_metrics = {**metrics, **slopes, **circuit_tv}
+    method = next(v for v, a in p.agents.items() if a.role == "method")
+    per_mdp = per_mdp_comparison(metrics, method, [v for v, a in p.agents.items()
+                                                   if a.kind == "optimistic" and v != method],
+                                 list(p.envs))
     figures = [f"figures/regret_{e}.png" for e in p.envs] + ["figures/estimator_error.png"]
     claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], claim_metrics, run_info,
                            p.seeds, title=TITLE, figures=figures, confidence=confidence,
@@ -290,6 +296,7 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
                     for e in p.envs},
         "estimator": slopes,
         "circuit": circuit_metrics,
+        "per_mdp": {"method": method, **per_mdp},
         "horizon": {v: p.agent_horizon(v) for v in variants},
         "roles": {v: p.agents[v].role for v in variants},
         "agents": {v: p.agents[v].model_dump(exclude_none=True) for v in variants},
@@ -304,8 +311,9 @@ def evaluate(curves: pd.DataFrame, epochs: pd.DataFrame, runs: pd.DataFrame,
             artifacts = {v: _artifacts(finals, v, Path(tmp)) for v in variants}
             log_variants(PIPELINE, means, roles, params_by_variant=variant_params,
                          artifacts_by_variant=artifacts, nan_ok=True)
+        summary = mlflow_summary({e: optimal[e] for e in p.envs}, circuit_metrics, per_mdp)
         log_claim_counts(claims, **{f"{k}.{m}": v for k, d in slopes.items() for m, v in d.items()
-                                    if not isinstance(v, list)})
+                                    if not isinstance(v, list)}, **summary)
     return report, claims
 
 
