@@ -29,11 +29,26 @@ def test_ex2psro_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         for name in ("final_welfare", "final_regret", "final_welfare_combined"):
             assert math.isfinite(metrics["metrics"][variant][name])
         assert metrics["metrics"][variant]["final_regret"] >= 0
-    curves = metrics["curves"]
+    # the stag hunt variant runs beside bargaining; every method simulates the same episodes
+    per_seed = metrics["per_seed"]
+    for prefix in ("", "staghunt_"):
+        for variant in ("ex2psro", "vanilla"):
+            for name in ("final_regret", "final_own_regret", "final_welfare"):
+                assert all(math.isfinite(v) for v in per_seed[variant][prefix + name])
+            assert all(v >= 0 for v in per_seed[variant][prefix + "final_own_regret"])
+        for key in ("final_episodes_total", "final_episodes_oracle", "final_episodes_estimation"):
+            assert per_seed["ex2psro"][prefix + key] == per_seed["vanilla"][prefix + key]
+        assert all(v > 0 for v in per_seed["ex2psro"][prefix + "final_episodes_oracle"])
+    assert per_seed["ex2psro"]["staghunt_final_episodes_oracle"] == [2 * 40] * 2
+    curves = [c for c in metrics["curves"] if c["game"] == "bargaining"]
     assert {(c["method"], c["iteration"]) for c in curves} == {
         (m, k) for m in ("ex2psro", "vanilla") for k in range(3)}
+    assert {c["game"] for c in metrics["curves"]} == {"bargaining", "staghunt"}
+    assert (out / "figures" / "staghunt_welfare_regret.png").exists()
     claims = json.loads((out / "claims.json").read_text())
-    assert claims["pipeline"] == "ex2psro" and claims["n_claims"] == 4
+    assert claims["pipeline"] == "ex2psro" and claims["n_claims"] == 6
+    assert {c["metric"] for c in claims["claims"]} >= {"staghunt_final_welfare",
+                                                        "staghunt_final_regret"}
     assert claims["confidence"] == 0.90
     for claim in claims["claims"]:
         assert claim["verdict"] in ("holds", "fails", "inconclusive")
@@ -55,7 +70,8 @@ def test_ex2psro_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     for k in range(n):
         runs = ArrayTreeDataset(str(outputs / f"psro_runs_shard_{k}.npz")).load()
         assert [(r["name"], r["seed"]) for r in runs] == [
-            (m, i) for m in ("ex2psro", "vanilla") for i in (0, 1) if i % n == k]
+            (m, i) for _game in ("main", "staghunt") for m in ("ex2psro", "vanilla")
+            for i in (0, 1) if i % n == k]
 
 
 def test_ex2psro_unknown_game_fails_before_any_work(kedro_project, run_pipeline):
@@ -73,6 +89,9 @@ def _base_params() -> dict:
     (("methods", "ex2psro", "explore"), "magic", "ex2psro.methods.ex2psro.explore"),
     (("game", "discount"), 1.5, "ex2psro.game.discount"),
     (("seeds",), [1, 1], "ex2psro.seeds"),
+    (("oracle", "episodes"), 0, "ex2psro.oracle.episodes"),
+    (("psro", "rrd", "scale"), "relative", "ex2psro.psro.rrd.scale"),
+    (("variants", "staghunt", "bogus"), 1, "ex2psro.variants"),
     (("methods", "random"), {"role": "baseline", "explore": "none"}, "ex2psro.methods"),
 ])
 def test_ex2psro_bad_parameters_name_their_key(path, value, key):
@@ -102,3 +121,16 @@ def test_ex2psro_instance_file_parameter(tmp_path):
     params["game"]["instances_file"] = str(tmp_path / "missing.txt")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         make_instances(params)
+
+
+def test_ex2psro_bad_variant_value_names_its_key():
+    from icml25.pipelines.ex2psro.nodes import _params
+
+    params = _base_params()
+    params["variants"]["staghunt"]["game"]["stag"] = 1.0  # below hare: no stag hunt
+    with pytest.raises(ParameterError, match=r"ex2psro\.variants\.staghunt\.game"):
+        _params(params)
+    params = _base_params()
+    params["variants"]["staghunt"]["oracle"]["episodes"] = -3
+    with pytest.raises(ParameterError, match=r"ex2psro\.variants\.staghunt\.oracle\.episodes"):
+        _params(params)

@@ -83,3 +83,38 @@ def regret_lambda(iteration: int, lam_init: float, lam_final: float, steps: int,
 def kl_weight(population_size: int, lambda0: float, k_lambda: int) -> float:
     """KL weight of the regularised response: lambda0 * max(0, 1 - (k - 1) / K_lambda)."""
     return float(lambda0 * max(0.0, 1.0 - (population_size - 1) / k_lambda))
+
+
+SCALES = ("payoff_range", "absolute")
+
+
+def game_payoff_range(game) -> float | None:
+    """Width of one player's episode-return range when the game states it: the in-repo games'
+    ``payoff_range()``; a pyspiel game's ``max_utility() - min_utility()`` (bargaining: 10,
+    every player's values of the pool sum to 10); ``None`` when the game has no stated bound
+    (Harvest)."""
+    if hasattr(game, "payoff_range"):
+        return float(game.payoff_range())
+    if hasattr(game, "max_utility"):
+        return float(game.max_utility() - game.min_utility())
+    return None
+
+
+def threshold_scale(game, payoffs: np.ndarray, mode: str) -> float:
+    """The factor that turns the RRD threshold schedule into return units.
+
+    ``absolute``: 1 (the thresholds are in return units, as the authors' code sets them per game).
+    ``payoff_range``: the game's payoff range (:func:`game_payoff_range`), or, for a game that
+    states none, the range ``max U - min U`` of the current empirical game (0 for a one-policy
+    game, whose only strategy has zero regret anyway)."""
+    if mode not in SCALES:
+        raise ValueError(f"unknown RRD threshold scale {mode!r}; known: {SCALES}")
+    if mode == "absolute":
+        return 1.0
+    width = game_payoff_range(game)
+    if width is None:
+        u = check_payoff_matrix(payoffs)
+        width = float(u.max() - u.min())
+    if not np.isfinite(width) or width < 0:
+        raise ValueError(f"payoff range must be finite and non-negative, got {width}")
+    return width

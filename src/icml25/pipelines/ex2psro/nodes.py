@@ -20,6 +20,7 @@ from icml25.pipelines.ex2psro.bargaining import (
 from icml25.pipelines.ex2psro.harvest import HarvestGame
 from icml25.pipelines.ex2psro.meta_solver import regret, welfare
 from icml25.pipelines.ex2psro.params import Ex2psroParams
+from icml25.pipelines.ex2psro.staghunt import StagHuntGame
 
 if TYPE_CHECKING:
     from icml25.pipelines.ex2psro.psro import PSROConfig
@@ -33,8 +34,41 @@ logger = logging.getLogger(__name__)
 PIPELINE = "ex2psro"
 
 
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = (_merge(out[key], value) if isinstance(value, dict)
+                    and isinstance(out.get(key), dict) else value)
+    return out
+
+
 def _params(params: dict[str, Any]) -> Ex2psroParams:
-    return validate_parameters(Ex2psroParams, params, PIPELINE)
+    """The validated parameters; every variant's merged block is validated too, so a bad value
+    anywhere fails the run before any work."""
+    p = validate_parameters(Ex2psroParams, params, PIPELINE)
+    for name in p.variants:
+        _variant_params(params, name)
+    return p
+
+
+def _variant_params(params: dict[str, Any], name: str) -> Ex2psroParams:
+    """Variant ``name``'s parameters: the base block with the variant's overrides (its own game
+    and claims); the variant itself has no further variants."""
+    override = dict(params["variants"][name])
+    claims = override.pop("claims")
+    merged = _merge({k: v for k, v in params.items() if k != "variants"}, override)
+    merged["claims"] = claims
+    return validate_parameters(Ex2psroParams, merged, f"{PIPELINE}.variants.{name}")
+
+
+def _games(params: dict[str, Any]) -> list[tuple[str, Ex2psroParams]]:
+    """``[(variant, params)]``: the main game (variant ``"main"``) first, then each variant."""
+    p = _params(params)
+    return [("main", p), *((name, _variant_params(params, name)) for name in p.variants)]
+
+
+def _prefix(variant: str) -> str:
+    return "" if variant == "main" else f"{variant}_"
 
 
 def make_instances(params: dict[str, Any]) -> str:
@@ -59,6 +93,9 @@ def make_instances(params: dict[str, Any]) -> str:
 def _game(p: Ex2psroParams, instances: str):
     if p.game.name == "harvest":
         return HarvestGame(p.game.map, p.game.max_steps)
+    if p.game.name == "staghunt":
+        g = p.game
+        return StagHuntGame(g.rounds, g.stag, g.hare, g.sucker)
     return load_game(p.game.name, p.game.discount, instances, p.game.max_turns)
 
 
@@ -74,7 +111,8 @@ def _config(p: Ex2psroParams, explore: str, gro_weight: float) -> PSROConfig:
         oracle_steps=o.steps, learning_starts=o.learning_starts, update_every=o.update_every,
         buffer_size=o.buffer, sac=sac, explore=explore, n_top=e.n_top, bc_lr=e.bc_lr,
         bc_batch=e.bc_batch, bc_epochs=e.bc_epochs, bc_min_loss=e.bc_min_loss,
-        lambda0=e.lambda0, k_lambda=e.K_lambda, gro_weight=gro_weight, progress=p.progress)
+        lambda0=e.lambda0, k_lambda=e.K_lambda, gro_weight=gro_weight, progress=p.progress,
+        oracle_episodes=o.episodes, rrd_scale=r.scale, rrd_floor=r.floor)
 
 
 def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
@@ -85,17 +123,19 @@ def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
     alone (the game keeps no state between episodes), so the shards may run in any order."""
     from icml25.core.device import seed_everything, set_threads
     from icml25.pipelines.ex2psro.psro import run_psro
-    p = _params(params)
-    seeds = shard_seeds(p.seeds, shard, n_shards)
+    games = _games(params)
+    seeds = shard_seeds(games[0][1].seeds, shard, n_shards)
     if not seeds:
         return []
-    set_threads(p.num_threads)
-    game = _game(p, instances)
+    set_threads(games[0][1].num_threads)
     runs = []
-    for name, method in p.methods.items():
-        for seed in seeds:
-            seed_everything(seed)
-            runs.append(run_psro(game, _config(p, method.explore, method.gro_weight), seed, name))
+    for variant, p in games:
+        game = _game(p, instances)
+        for name, method in p.methods.items():
+            for seed in seeds:
+                seed_everything(seed)
+                run = run_psro(game, _config(p, method.explore, method.gro_weight), seed, name)
+                runs.append({**run, "variant": variant})
     return runs
 
 
@@ -121,9 +161,32 @@ def _merge_shards(p: Ex2psroParams, shard_runs: tuple[list[dict[str, Any]], ...]
 
 def evaluate_runs(instances: str, params: dict[str, Any],
                   *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Combined game over every policy of every run (``shard_runs``: the runs of every seed
-    shard) plus one unregularised SAC best response to each run's final meta-strategy;
-    per-iteration welfare and regret curves."""
+    """The main game's evaluation (:func:`evaluate_game`), with each variant's under
+    ``variants``."""
+    games = _games(params)
+    stray = sorted({run.get("variant", "main") for runs in shard_runs for run in runs}
+                   - {v for v, _ in games})
+    if stray:
+        raise ValueError(f"ex2psro: PSRO runs of the games {stray} match no entry of "
+                         f"params:ex2psro.variants; re-run the seed shards")
+    out: dict[str, Any] = {"variants": {}}
+    for variant, p in games:
+        mine = tuple([r for r in runs if r.get("variant", "main") == variant]
+                     for runs in shard_runs)
+        evaluation = evaluate_game(instances, p, *mine)
+        if variant == "main":
+            out.update(evaluation)
+        else:
+            out["variants"][variant] = evaluation
+    return out
+
+
+def evaluate_game(instances: str, p: Ex2psroParams,
+                  *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combined game over every policy of every run of one game (``shard_runs``: the runs of
+    every seed shard) plus one unregularised SAC best response to each run's final
+    meta-strategy; per-iteration welfare and regret curves (regret: exact, from the combined
+    matrix; ``own_regret``: in the run's own empirical game)."""
     from icml25.core.device import seed_everything, set_threads
     from icml25.pipelines.ex2psro.psro import (
         PSROConfig,
@@ -131,7 +194,6 @@ def evaluate_runs(instances: str, params: dict[str, Any],
         make_policy,
         train_response,
     )
-    p = _params(params)
     runs = _merge_shards(p, shard_runs)
     set_threads(p.num_threads)
     game = _game(p, instances)
@@ -143,7 +205,8 @@ def evaluate_runs(instances: str, params: dict[str, Any],
         weights += run["weights"][1:]
     if p.eval.extra_br_steps > 0:
         cfg = _config(p, "none", 1.0)
-        cfg = PSROConfig(**{**cfg.__dict__, "oracle_steps": p.eval.extra_br_steps})
+        cfg = PSROConfig(**{**cfg.__dict__, "oracle_steps": p.eval.extra_br_steps,
+                            "oracle_episodes": None})
         for r, run in enumerate(runs):
             population = [make_policy(weights[i]) for i in index[r]]
             br, _ = train_response(game, population, run["sigma"][-1], cfg,
@@ -165,6 +228,8 @@ def evaluate_runs(instances: str, params: dict[str, Any],
                              run["payoffs"][: len(sigma), : len(sigma)]
                              + run["payoffs"][: len(sigma), : len(sigma)].T)),
                          "rrd_lambda": run["rrd_lambda"][k],
+                         "own_regret": run["own_regret"][k],
+                         **{key: float(run[key]) for key in EPISODE_METRICS},
                          "kl_weight": run["kl_weight"][k] if k < len(run["kl_weight"]) else 0.0,
                          "bc_loss": run["bc_loss"][k] if k < len(run["bc_loss"]) else np.nan,
                          "kl_end": (run["oracle"][k]["kl_end"] if k < len(run["oracle"])
@@ -174,13 +239,16 @@ def evaluate_runs(instances: str, params: dict[str, Any],
     random_row = {"welfare": welfare(combined[:1, :1], np.ones(1)),
                   "welfare_combined": welfare(combined, uniform),
                   "regret": regret(combined, uniform), "support": 1,
-                  "max_welfare_cell": float(2 * combined[0, 0])}
+                  "max_welfare_cell": float(2 * combined[0, 0]), "own_regret": 0.0,
+                  "rrd_lambda": float("nan"), **dict.fromkeys(EPISODE_METRICS, float("nan"))}
     return {"curves": pd.DataFrame(rows), "combined": combined, "random": random_row,
             "n_policies": len(weights), "n_extra_br": len(weights) - sum(
                 len(run["weights"]) - 1 for run in runs) - 1}
 
 
-FINAL_METRICS = ("welfare", "welfare_combined", "regret", "support", "max_welfare_cell")
+EPISODE_METRICS = ("episodes_total", "episodes_oracle", "episodes_estimation", "learner_steps")
+FINAL_METRICS = ("welfare", "welfare_combined", "regret", "own_regret", "rrd_lambda", "support",
+                 "max_welfare_cell", *EPISODE_METRICS)
 
 
 def random_welfare_per_seed(curves: pd.DataFrame, seeds: list[int]) -> list[float]:
@@ -197,6 +265,30 @@ def random_welfare_per_seed(curves: pd.DataFrame, seeds: list[int]) -> list[floa
     return values
 
 
+def _game_metrics(evaluation: dict[str, Any], p: Ex2psroParams, prefix: str
+                  ) -> dict[str, dict[str, list[float]]]:
+    """``{method: {<prefix>final_<metric>: per-seed values}}`` of one game, random included."""
+    curves = evaluation["curves"]
+    final = curves[curves["iteration"] == p.psro.iters]
+    metrics: dict[str, dict[str, list[float]]] = {}
+    for name in p.methods:
+        rows = final[final["method"] == name].sort_values("seed")
+        metrics[name] = {f"{prefix}final_{m}": rows[m].astype(float).tolist()
+                         for m in FINAL_METRICS}
+    rnd = evaluation["random"]
+    metrics["random"] = {f"{prefix}final_{m}": [float(rnd[m])] for m in FINAL_METRICS}
+    metrics["random"][f"{prefix}final_welfare"] = random_welfare_per_seed(curves, list(p.seeds))
+    return metrics
+
+
+def _curve_table(curves: pd.DataFrame, game: str) -> list[dict[str, Any]]:
+    table = (curves.groupby(["method", "iteration"])[["welfare", "regret", "own_regret"]]
+             .agg(["mean", "std"]).reset_index())
+    table.columns = ["_".join(c).strip("_") for c in table.columns]
+    table.insert(0, "game", game)
+    return table.to_dict(orient="records")
+
+
 def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
                  run_info: dict[str, Any], confidence: float = 0.90
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -204,7 +296,8 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
 
     Every claim pairs by seed (every method runs ``seeds``). ``random``'s ``final_welfare`` is
     per seed (:func:`random_welfare_per_seed`, the run's own empirical game, the scale of the
-    methods' ``final_welfare``); its combined-game metrics are one evaluation each.
+    methods' ``final_welfare``); its combined-game metrics are one evaluation each. A variant
+    game's metrics and claims carry its name as prefix (``staghunt_final_welfare``).
     ``confidence``: the level of the claims' one-sided bounds (``params:claims_confidence``)."""
     from icml25.core.tracking import (
         log_claim_counts,
@@ -214,58 +307,90 @@ def judge_claims(evaluation: dict[str, Any], params: dict[str, Any],
         variant_run,
     )
     p = _params(params)
-    curves = evaluation["curves"]
-    final = curves[curves["iteration"] == p.psro.iters]
+    games = _games(params)
     metrics: dict[str, dict[str, list[float]]] = {}
-    for name in p.methods:
-        rows = final[final["method"] == name].sort_values("seed")
-        metrics[name] = {f"final_{m}": rows[m].astype(float).tolist() for m in FINAL_METRICS}
-    rnd = evaluation["random"]
-    metrics["random"] = {f"final_{m}": [float(rnd[m])] for m in FINAL_METRICS}
-    metrics["random"]["final_welfare"] = random_welfare_per_seed(curves, list(p.seeds))
+    claim_specs: list[dict[str, Any]] = []
+    curve_records: list[dict[str, Any]] = []
+    per_game = []
+    for variant, gp in games:
+        ev = evaluation if variant == "main" else evaluation["variants"][variant]
+        prefix = _prefix(variant)
+        for name, values in _game_metrics(ev, gp, prefix).items():
+            metrics.setdefault(name, {}).update(values)
+        for claim in gp.claims:
+            spec = claim.model_dump()
+            spec["metric"] = prefix + spec["metric"]
+            claim_specs.append(spec)
+        game_label = gp.game.name if variant == "main" else variant
+        curve_records += _curve_table(ev["curves"], game_label)
+        per_game.append((variant, gp, ev, prefix))
     seeds_of = {name: list(p.seeds) for name in [*p.methods, "random"]}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims], metrics, run_info,
-                           p.seeds, title="Ex2PSRO (ICML 2025)",
-                           figures=["figures/welfare_regret.png"], confidence=confidence,
+    figures = ["figures/welfare_regret.png"] + [f"figures/{v}_welfare_regret.png"
+                                                for v, *_ in per_game if v != "main"]
+    claims = claims_report(PIPELINE, claim_specs, metrics, run_info, p.seeds,
+                           title="Ex2PSRO (ICML 2025)", figures=figures, confidence=confidence,
                            seeds_of=seeds_of)
-    curve_table = (curves.groupby(["method", "iteration"])[["welfare", "regret"]]
-                   .agg(["mean", "std"]).reset_index())
-    curve_table.columns = ["_".join(c).strip("_") for c in curve_table.columns]
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra={
-        "curves": curve_table.to_dict(orient="records"),
+        "curves": curve_records,
         "combined_game_policies": evaluation["n_policies"],
         "extra_best_responses": evaluation["n_extra_br"],
-        "welfare_scale": "sum of both players' expected returns, sigma^T (U + U^T) sigma"})
+        "games": {v: {"game": gp.game.model_dump(), "metric_prefix": pre,
+                      "combined_game_policies": ev["n_policies"],
+                      "rrd_threshold_scale": gp.psro.rrd.scale}
+                  for v, gp, ev, pre in per_game},
+        "welfare_scale": "sum of both players' expected returns, sigma^T (U + U^T) sigma",
+        "regret_definition": "exact regret max_pi u(pi, sigma) - u(sigma, sigma), clipped at 0, "
+                             "of the reported sigma in the combined empirical game "
+                             "(final_regret) and in the run's own empirical game "
+                             "(final_own_regret)"})
     if mlflow.active_run() is not None:
         roles = {n: m.role for n, m in p.methods.items()} | {"random": "baseline"}
         means = seed_means(metrics)
         log_variants(PIPELINE, means, roles,
-                     params_by_variant={n: m.model_dump() for n, m in p.methods.items()})
+                     params_by_variant={n: m.model_dump() for n, m in p.methods.items()},
+                     nan_ok=True)
         for name in p.methods:
             with variant_run(name, run_name=f"{name}/curves", role=roles[name], pipeline=PIPELINE):
-                mean = curves[curves["method"] == name].groupby("iteration")[
-                    ["welfare", "regret"]].mean()
-                for k, row in mean.iterrows():
-                    log_metrics({"welfare": row["welfare"], "regret": row["regret"]}, step=int(k))
+                for _variant, _gp, ev, prefix in per_game:
+                    curves = ev["curves"]
+                    mine = curves[curves["method"] == name]
+                    mean = mine.groupby("iteration")[["welfare", "regret", "own_regret"]].mean()
+                    for k, row in mean.iterrows():
+                        log_metrics({f"{prefix}{m}": row[m] for m in mean.columns}, step=int(k))
+                    # each seed's reported solution: exact regrets and episode counts
+                    last = mine[mine["iteration"] == mine["iteration"].max()]
+                    for _, row in last.iterrows():
+                        log_metrics({f"{prefix}{m}_seed{int(row['seed'])}": row[m]
+                                     for m in ("regret", "own_regret", *EPISODE_METRICS)})
         log_claim_counts(claims)
     return report, claims
 
 
-def plot_curves(evaluation: dict[str, Any], params: dict[str, Any]) -> dict[str, plt.Figure]:
-    """Welfare and regret of the meta-strategy against PSRO iteration (mean +- std over seeds)."""
-    matplotlib.use("Agg")
-    p = _params(params)
-    curves = evaluation["curves"]
+def _plot_game(curves: pd.DataFrame, methods: list[str], random_welfare: float, title: str):
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for name in p.methods:
+    for name in methods:
         stats = curves[curves["method"] == name].groupby("iteration")
         for ax, metric in zip(axes, ("welfare", "regret"), strict=True):
             mean, std = stats[metric].mean(), stats[metric].std().fillna(0.0)
             ax.plot(mean.index, mean.values, marker="o", label=name)
             ax.fill_between(mean.index, mean - std, mean + std, alpha=0.2)
-    axes[0].axhline(evaluation["random"]["welfare"], color="grey", ls="--", label="random")
-    axes[0].set(xlabel="PSRO iteration", ylabel="welfare W(sigma)", title="welfare")
-    axes[1].set(xlabel="PSRO iteration", ylabel="regret (combined game)", title="regret")
+    axes[0].axhline(random_welfare, color="grey", ls="--", label="random")
+    axes[0].set(xlabel="PSRO iteration", ylabel="welfare W(sigma)", title=f"{title}: welfare")
+    axes[1].set(xlabel="PSRO iteration", ylabel="regret (combined game)",
+                title=f"{title}: regret")
     axes[0].legend()
     fig.tight_layout()
-    return {"welfare_regret.png": fig}
+    return fig
+
+
+def plot_curves(evaluation: dict[str, Any], params: dict[str, Any]) -> dict[str, plt.Figure]:
+    """Welfare and regret of the meta-strategy against PSRO iteration (mean +- std over seeds),
+    one figure per game."""
+    matplotlib.use("Agg")
+    figures = {}
+    for variant, p in _games(params):
+        ev = evaluation if variant == "main" else evaluation["variants"][variant]
+        key = "welfare_regret.png" if variant == "main" else f"{variant}_welfare_regret.png"
+        figures[key] = _plot_game(ev["curves"], list(p.methods), ev["random"]["welfare"],
+                                  p.game.name if variant == "main" else variant)
+    return figures

@@ -5,9 +5,9 @@ Choices the paper leaves unconfirmed (docs/papers/ex2psro.md) are parameters her
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
@@ -16,12 +16,23 @@ EXPLORE = Literal["none", "ex2psro", "maxwelfare", "minwelfare", "prevbr", "unif
 
 
 class GameParams(ParamsModel):
-    name: Literal["bargaining", "harvest"]
+    name: Literal["bargaining", "harvest", "staghunt"]
     discount: float = Field(default=0.99, gt=0, le=1)   # bargaining
     max_turns: int = Field(default=10, ge=2)             # bargaining
     instances_file: str | None = None                    # bargaining; None: the paper's 20
     map: Literal["sparse", "dense"] = "sparse"           # harvest
     max_steps: int = Field(default=1000, ge=1)           # harvest episode length
+    rounds: int = Field(default=10, ge=1)                # stag hunt rounds per episode
+    stag: float = 4.0                                    # stag hunt: both hunt stag
+    hare: float = 3.0                                    # stag hunt: hunting hare, always
+    sucker: float = 0.0                                  # stag hunt: hunting stag alone
+
+    @model_validator(mode="after")
+    def _stag_hunt_order(self) -> GameParams:
+        if self.name == "staghunt" and not self.stag > self.hare > self.sucker:
+            raise ValueError(f"stag hunt payoffs must satisfy stag > hare > sucker, got "
+                             f"stag={self.stag}, hare={self.hare}, sucker={self.sucker}")
+        return self
 
 
 class RRDParams(ParamsModel):
@@ -30,6 +41,9 @@ class RRDParams(ParamsModel):
     steps: int = Field(ge=1)
     dt: float = Field(default=1e-3, gt=0)
     max_iters: int = Field(default=50_000, ge=1)
+    # payoff_range: thresholds are fractions of the game's payoff range; absolute: return units
+    scale: Literal["payoff_range", "absolute"] = "payoff_range"
+    floor: float = Field(default=1e-4, ge=0)   # the threshold never falls below this
 
 
 class PSROParams(ParamsModel):
@@ -51,6 +65,9 @@ class OracleParams(ParamsModel):
     hidden: list[int] = Field(default=[50, 50], min_length=1)
     buffer: int = Field(default=100_000, ge=1)
     learning_starts: int = Field(ge=1)
+    # environment episodes per oracle call; when set it is the budget instead of ``steps``, so
+    # every method simulates the same number of episodes
+    episodes: int | None = Field(default=None, ge=1)
 
     @field_validator("hidden")
     @classmethod
@@ -93,6 +110,25 @@ class Ex2psroParams(ParamsModel):
     methods: dict[str, MethodParams] = Field(min_length=1)
     eval: EvalParams
     claims: list[ClaimSpec] = Field(min_length=1)
+    # further games run beside ``game`` in the same run, each a partial override of this block
+    # (game, psro, oracle, explore, eval) with its own claims; their metrics are named
+    # ``<variant>_<metric>``
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_keys(cls, variants: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        allowed = {"game", "psro", "oracle", "explore", "eval", "claims"}
+        for name, override in variants.items():
+            if not name.isidentifier():
+                raise ValueError(f"variant name {name!r} must be an identifier")
+            extra = set(override or {}) - allowed
+            if extra:
+                raise ValueError(f"variant {name!r}: unknown keys {sorted(extra)}; "
+                                 f"allowed: {sorted(allowed)}")
+            if "game" not in (override or {}) or "claims" not in override:
+                raise ValueError(f"variant {name!r} needs its own 'game' and 'claims'")
+        return variants
 
     @field_validator("methods")
     @classmethod

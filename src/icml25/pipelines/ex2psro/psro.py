@@ -25,7 +25,14 @@ from icml25.pipelines.ex2psro.bargaining import (
     UniformPolicy,
     play_match,
 )
-from icml25.pipelines.ex2psro.meta_solver import kl_weight, regret_lambda, rrd, welfare
+from icml25.pipelines.ex2psro.meta_solver import (
+    kl_weight,
+    regret,
+    regret_lambda,
+    rrd,
+    threshold_scale,
+    welfare,
+)
 from icml25.pipelines.ex2psro.responses import (
     DiscreteSAC,
     ReplayBuffer,
@@ -63,6 +70,13 @@ class PSROConfig:
     k_lambda: int
     gro_weight: float = 1.0
     progress: bool = True
+    #: environment episodes per oracle call; when set it replaces ``oracle_steps`` as the budget,
+    #: so that every method simulates the same number of episodes
+    oracle_episodes: int | None = None
+    #: "payoff_range": the RRD thresholds are fractions of the game's payoff range
+    #: (:func:`meta_solver.threshold_scale`); "absolute": in return units
+    rrd_scale: str = "absolute"
+    rrd_floor: float = 1e-3
 
 
 def make_policy(weights) -> MLPPolicy | UniformPolicy:
@@ -129,23 +143,28 @@ def train_response(game, population: list, sigma: np.ndarray, cfg: PSROConfig, s
     acting = numpy_policy(learner.policy)
     replay = ReplayBuffer(cfg.buffer_size, n_obs, n_actions)
     steps, episodes, stats, returns = 0, 0, [], []
-    bar = tqdm(total=cfg.oracle_steps, desc=desc, disable=not cfg.progress, leave=False)
-    while steps < cfg.oracle_steps:
+    by_episodes = cfg.oracle_episodes is not None
+    budget = cfg.oracle_episodes if by_episodes else cfg.oracle_steps
+    bar = tqdm(total=budget, desc=desc, disable=not cfg.progress, leave=False)
+    while (episodes if by_episodes else steps) < budget:
         opponent = population[int(rng.choice(len(population), p=sigma))]
         traj, seat = play_match(game, acting, opponent, rng)
         episodes += 1
         returns.append(traj.returns[seat])
         if offer is not None:
             offer(traj)
+        if by_episodes:
+            bar.update(1)
         for tr in _learner_transitions(traj, seat, cfg.gro_weight):
             replay.add(*tr)
             steps += 1
-            bar.update(1)
+            if not by_episodes:
+                bar.update(1)
             if replay.size >= cfg.learning_starts and steps % cfg.update_every == 0:
                 stats.append(learner.update(replay.sample(cfg.sac.batch, rng)))
     bar.close()
     last = stats[-50:]
-    summary = {"episodes": episodes, "updates": len(stats),
+    summary = {"episodes": episodes, "learner_steps": steps, "updates": len(stats),
                "mean_return_last_100": float(np.mean(returns[-100:])),
                "kl_end": float(np.mean([s["kl"] for s in last])) if last else float("nan"),
                "q_loss_end": float(np.mean([s["q_loss"] for s in last])) if last else float("nan")}
@@ -167,21 +186,37 @@ def run_psro(game, cfg: PSROConfig, seed: int, name: str = "psro") -> dict[str, 
     criterion = cfg.explore if cfg.explore in CRITERIA else "ex2psro"
     buffer = TopKTrajectories(max(cfg.n_top // 2, 1), criterion)
 
+    simulated = [0]  # every environment episode of the run (estimation and oracle training)
+
     def offer(traj: Trajectory) -> None:
+        simulated[0] += 1
         buffer.offer(traj.returns, traj)
+
+    def threshold(k: int, payoffs: np.ndarray) -> float:
+        scale = threshold_scale(game, payoffs, cfg.rrd_scale)
+        return scale * regret_lambda(k, cfg.rrd_lambda_init, cfg.rrd_lambda_final, cfg.rrd_steps,
+                                     cfg.rrd_floor)
 
     weights: list = [None]
     policies = [make_policy(None)]
     u_a, u_b = estimate_entry(game, policies[0], policies[0], cfg.sims_per_entry, rng, offer)
     payoffs = np.array([[0.5 * (u_a + u_b)]])
     record: dict[str, list] = {k: [] for k in (
-        "sigma", "rrd_lambda", "kl_weight", "welfare", "bc_loss", "oracle")}
-    for k in tqdm(range(cfg.iters), desc=f"{name} seed {seed}", disable=not cfg.progress):
-        lam = regret_lambda(k, cfg.rrd_lambda_init, cfg.rrd_lambda_final, cfg.rrd_steps)
-        sigma, _ = rrd(payoffs, lam, cfg.rrd_dt, cfg.rrd_max_steps)
+        "sigma", "rrd_lambda", "rrd_steps_used", "own_regret", "kl_weight", "welfare",
+        "bc_loss", "oracle")}
+
+    def solve(k: int) -> np.ndarray:
+        lam = threshold(k, payoffs)
+        sigma, used = rrd(payoffs, lam, cfg.rrd_dt, cfg.rrd_max_steps)
         record["sigma"].append(sigma)
         record["rrd_lambda"].append(lam)
+        record["rrd_steps_used"].append(used)
+        record["own_regret"].append(regret(payoffs, sigma))
         record["welfare"].append(welfare(payoffs, sigma))
+        return sigma
+
+    for k in tqdm(range(cfg.iters), desc=f"{name} seed {seed}", disable=not cfg.progress):
+        sigma = solve(k)
         weight = kl_weight(len(policies), cfg.lambda0, cfg.k_lambda)
         exploration, bc_loss = None, float("nan")
         if cfg.explore != "none" and weight > 0:
@@ -203,12 +238,13 @@ def run_psro(game, cfg: PSROConfig, seed: int, name: str = "psro") -> dict[str, 
         weights.append(new)
         policies.append(make_policy(new))
         payoffs = extend_payoffs(game, payoffs, policies, cfg.sims_per_entry, rng, offer)
-    lam = regret_lambda(cfg.iters, cfg.rrd_lambda_init, cfg.rrd_lambda_final, cfg.rrd_steps)
-    sigma, _ = rrd(payoffs, lam, cfg.rrd_dt, cfg.rrd_max_steps)
-    record["sigma"].append(sigma)
-    record["rrd_lambda"].append(lam)
-    record["welfare"].append(welfare(payoffs, sigma))
-    return {"name": name, "seed": seed, "payoffs": payoffs, "weights": weights, **record}
+    solve(cfg.iters)
+    oracle_episodes = int(sum(o["episodes"] for o in record["oracle"]))
+    episodes = {"episodes_total": simulated[0], "episodes_oracle": oracle_episodes,
+                "episodes_estimation": simulated[0] - oracle_episodes,
+                "learner_steps": int(sum(o["learner_steps"] for o in record["oracle"]))}
+    return {"name": name, "seed": seed, "payoffs": payoffs, "weights": weights, **record,
+            **episodes}
 
 
 def _torch_from_weights(weights) -> torch.nn.Sequential:
