@@ -80,11 +80,12 @@ def test_rotated_splits_are_reproducible_uniform_and_keep_labels(mnist, splits):
     assert protocol_data(splits, "up_rot", "test")[0] is splits["test_rotated"]
 
 
+@pytest.mark.parametrize("readout", ["valid", "gap"])
 @pytest.mark.parametrize("transformer", [0, 1])
-def test_whole_steerable_models_are_rot90_invariant(transformer, splits):
+def test_whole_steerable_models_are_rot90_invariant(transformer, readout, splits):
     torch.manual_seed(0)
     net = SteerableNet(SteerableNetConfig(**SMALL, transformer_layers=transformer,
-                                          transformer_heads=2))
+                                          transformer_heads=2, readout=readout))
     assert invariance_error_rot90(net, splits["test_rotated"][:16]) < 1e-4
 
 

@@ -33,7 +33,8 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         for variant in group:
             assert {k for k in metrics["metrics"][variant] if not k.endswith("_std")} == names
     for name in ("acc_rot_rot", "acc_up_rot", "inv_err_rot90_rot_rot", "angle_bin_spread_up_rot",
-                 "inv_err_interp_max_rot_rot", "n_params"):
+                 "inv_err_interp_max_rot_rot", "n_params", "acc_shift_rot_rot",
+                 "acc_shift_up_rot"):
         for variant in VARIANTS:
             skipped = {"steer_tf_nopos": "up_rot", "cnn_aug": "rot_rot", "vit_aug": "rot_rot"}
             if name.endswith(skipped.get(variant, "-")):
@@ -54,7 +55,8 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     # models, none for the plain 3D CNN; interpolated rotations reported separately
     for variant in VARIANTS_3D:
         for name in ("acc_up_rot", "acc_upright_up_rot", "inv_err_cube_up_rot",
-                     "inv_err_interp_max_up_rot", "n_params"):
+                     "inv_err_interp_max_up_rot", "n_params", "acc_shift_up_rot",
+                     "acc_rot_rot", "acc_shift_rot_rot", "inv_err_cube_rot_rot"):
             assert _finite(metrics["metrics"][variant][name]), (variant, name)
         assert len(metrics["per_seed"][variant]["acc_up_rot"]) == 2
     for variant in ("steer_tf_3d", "steer_cnn_3d"):
@@ -100,7 +102,8 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert (kedro_project / "data/01_raw/steerable/rotated_digits.npz").exists()
     assert (kedro_project / "data/01_raw/steerable/voxel_shapes.npz").exists()
     assert _weights("steer_tf_3d") == sorted([
-        "shard_0/up_rot_seed0.safetensors", f"shard_{1 % n}/up_rot_seed1.safetensors"])
+        "shard_0/up_rot_seed0.safetensors", f"shard_{1 % n}/up_rot_seed1.safetensors",
+        "shard_0/rot_rot_seed0.safetensors", f"shard_{1 % n}/rot_rot_seed1.safetensors"])
 
     mlflow.set_tracking_uri(f"sqlite:///{kedro_project / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["steerable"], output_format="list")
@@ -113,6 +116,10 @@ def test_steerable_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert f"acc_{protocol}" in children[variant].data.metrics
     for variant in VARIANTS_3D:
         assert "acc_up_rot" in children[variant].data.metrics
+        assert "acc_shift_rot_rot" in children[variant].data.metrics
+    for variant in VARIANTS:  # the translation metric of every 2D model reaches MLflow
+        assert "acc_shift_up_rot" in children[variant].data.metrics or \
+            "acc_shift_rot_rot" in children[variant].data.metrics
     assert children["steer_tf_3d"].data.tags["icml25.role"] == "method"
     assert children["steer_tf"].data.tags["icml25.role"] == "method"
     assert children["cnn"].data.tags["icml25.role"] == "baseline"

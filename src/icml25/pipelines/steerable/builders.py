@@ -28,7 +28,7 @@ def architecture(p: SteerableParams, variant: str) -> dict[str, Any]:
                 "pool_after": list(s.pool_after), "nonlinear_after": list(s.nonlinear_after),
                 "nonlinearity": s.nonlinearity, "cg_wrap": s.cg_wrap, "n_angle": s.n_angle,
                 "filter_freqs": s.filter_freqs, "final_channels": s.final_channels,
-                "head_hidden": s.head_hidden, "dropout": s.dropout,
+                "head_hidden": s.head_hidden, "dropout": s.dropout, "readout": s.readout,
                 "transformer_layers": p.transformer.layers if transformer else 0,
                 "transformer_heads": p.transformer.heads, "positional": positional,
                 "ff_mult": p.transformer.ff_mult, "layer_scale": p.transformer.layer_scale}

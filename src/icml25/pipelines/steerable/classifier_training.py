@@ -152,3 +152,30 @@ def invariance_error_angles(model: nn.Module, images: np.ndarray, angles_deg: li
         rotated = rotate_images(images, np.full(len(images), np.radians(a)))
         out[a] = (predict_logits(model, rotated) - base).abs().max().item() / scale
     return out
+
+
+def shift_images(images: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    """Images ``[N, H, W]`` (or voxel grids ``[N, G, G, G]``) moved by integer shifts
+    ``shifts [N, d]``, one per spatial axis (positive = towards higher indices), the uncovered
+    pixels zero (no wrap-around)."""
+    images = np.asarray(images)
+    shifts = np.asarray(shifts)
+    spatial = images.shape[1:]
+    if images.ndim < 3 or shifts.shape != (len(images), len(spatial)):
+        raise ValueError(f"shift_images: expected images [N, *spatial] and shifts "
+                         f"[N, {len(spatial)}], got {images.shape} and {shifts.shape}")
+    if np.any(np.abs(shifts) >= np.asarray(spatial)):
+        raise ValueError(f"shift_images: shifts must be smaller than the grid {spatial}")
+    out = np.zeros_like(images)
+    for i, shift in enumerate(shifts.astype(int)):
+        src = tuple(slice(max(0, -d), n - max(0, d)) for d, n in zip(shift, spatial, strict=True))
+        dst = tuple(slice(max(0, d), n - max(0, -d)) for d, n in zip(shift, spatial, strict=True))
+        out[(i, *dst)] = images[(i, *src)]
+    return out
+
+
+def random_shifts(n: int, max_shift: int, seed: int, dims: int = 2) -> np.ndarray:
+    """``[n, dims]`` integer shifts uniform on ``-max_shift..max_shift`` per axis (seeded)."""
+    if max_shift < 0:
+        raise ValueError(f"max_shift: got {max_shift}; expected >= 0")
+    return np.random.default_rng(seed).integers(-max_shift, max_shift + 1, (n, dims))

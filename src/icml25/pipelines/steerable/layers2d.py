@@ -207,8 +207,10 @@ class FourierReLU(nn.Module):
 
 
 class NormNonlinearity(nn.Module):
-    """``F * s(|F| + b[m, c]) / (|F| + 1e-4)``: acts on moduli only, hence exactly equivariant.
-    ``s`` is GELU (transformer FFN) or ReLU; ``b`` is a learned real bias per (m, c)."""
+    """``F * s(|F| + 1e-4 + b[m, c]) / (|F| + 1e-4)``: acts on moduli only, hence exactly
+    equivariant. ``s`` is GELU (transformer FFN) or ReLU; ``b`` is a learned real bias per
+    (m, c). The 1e-4 enters the activation's argument as well as the denominator, as in the
+    authors' layer, so the gain is ``s(r) / r`` of the shifted modulus ``r = |F| + 1e-4``."""
 
     def __init__(self, channels: int, freq_cutoff: int,
                  activation: Literal["gelu", "relu"] = "gelu") -> None:
@@ -220,7 +222,8 @@ class NormNonlinearity(nn.Module):
         """``x``: ``[..., M, C]`` (token layout) or ``[B, M, C, H, W]`` (map layout)."""
         r = modulus(x)
         bias = self.bias if x.ndim != 5 else self.bias[:, :, None, None]
-        return scale(x, self.act(r + bias) / (r + EPS))
+        shifted = r + EPS
+        return scale(x, self.act(shifted + bias) / shifted)
 
 
 class FrequencyNorm(nn.Module):
@@ -253,6 +256,15 @@ def norm_flatten(x: torch.Tensor) -> torch.Tensor:
     """Invariant read-out ("SE2NormFlatten"): mean over positions, then L2 norm over m."""
     mean = x.mean(dim=(-2, -1))  # [B, M, C]
     return torch.sqrt((mean.real.square() + mean.imag.square()).sum(1) + 1e-12)
+
+
+def invariant_gap(x: torch.Tensor) -> torch.Tensor:
+    """Translation- and rotation-invariant read-out: the L2 norm over frequencies at every
+    position (an invariant scalar map ``[B, C, H, W]``), then its mean over positions
+    ``[B, C]``. A shift of the field permutes the positions and a rotation permutes them and
+    changes only the phases, so both leave the result unchanged."""
+    norms = torch.sqrt((x.real.square() + x.imag.square()).sum(1) + 1e-12)  # [B, C, H, W]
+    return norms.mean(dim=(-2, -1))
 
 
 def rotate_field(x: torch.Tensor, k: int = 1) -> torch.Tensor:

@@ -22,10 +22,18 @@ from icml25.pipelines.steerable.layers2d import (
     NormNonlinearity,
     SteerableConv2d,
     complex_avg_pool,
+    invariant_gap,
     norm_flatten,
 )
 
 Nonlinearity = Literal["cg", "fourier_relu", "norm_relu"]
+#: ``valid``: the authors' read-out, a valid conv whose kernel covers the whole final map
+#: (one output position), then the norm over frequencies: invariant to rotations about the
+#: image centre only. ``gap``: a same-padded steerable conv, the norm over frequencies at
+#: every position, then the global average over positions: invariant to rotations and
+#: (up to pooling and border effects) to translations.
+Readout = Literal["valid", "gap"]
+READOUTS = ("valid", "gap")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class SteerableNetConfig:
     positional: bool = True
     ff_mult: int = 4
     layer_scale: float | None = None
+    readout: Readout = "valid"
     extra: dict = field(default_factory=dict)
 
     def final_map(self) -> int:
@@ -68,8 +77,10 @@ class SteerableNetConfig:
 
 class SteerableNet(nn.Module):
     """conv(T1) -> [norm, nonlinearity, norm] -> conv(T2) ... with 2x2 pools, then (optionally)
-    the steerable transformer encoder on the final map's tokens, a valid conv that covers the
-    whole map (1x1 output), the invariant norm read-out and an MLP head."""
+    the steerable transformer encoder on the final map's tokens, the read-out (``readout``:
+    ``valid`` = a valid conv that covers the whole map, 1x1 output, and the norm over
+    frequencies; ``gap`` = a same-padded conv, the norm over frequencies at every position and
+    the global average over positions) and an MLP head."""
 
     def __init__(self, cfg: SteerableNetConfig) -> None:
         super().__init__()
@@ -77,6 +88,9 @@ class SteerableNet(nn.Module):
         if any(i >= len(cfg.widths) for i in (*cfg.pool_after, *cfg.nonlinear_after)):
             raise SteerableConfigError("pool_after / nonlinear_after name a conv that does not "
                                        f"exist (there are {len(cfg.widths)})")
+        if cfg.readout not in READOUTS:
+            raise SteerableConfigError(f"readout: got {cfg.readout!r}; expected one of "
+                                       f"{READOUTS}")
         self.cfg = cfg
         side = cfg.final_map()
         if side % 2 == 0:
@@ -98,8 +112,13 @@ class SteerableNet(nn.Module):
             self.encoder = SteerableTransformerEncoder(
                 c_in, cfg.transformer_heads, cfg.transformer_layers, M, (side, side),
                 cfg.positional, cfg.ff_mult, cfg.layer_scale)
-        self.final = SteerableConv2d(c_in, cfg.final_channels, M, side, cfg.n_radius, "type2",
-                                     cfg.filter_freqs, padding="valid")
+        if cfg.readout == "valid":
+            self.final = SteerableConv2d(c_in, cfg.final_channels, M, side, cfg.n_radius,
+                                         "type2", cfg.filter_freqs, padding="valid")
+        else:
+            self.final = SteerableConv2d(c_in, cfg.final_channels, M, cfg.kernel_size,
+                                         cfg.n_radius, "type2", cfg.filter_freqs,
+                                         padding="same")
         self.head = nn.Sequential(
             nn.Linear(cfg.final_channels, cfg.head_hidden), nn.BatchNorm1d(cfg.head_hidden),
             nn.ELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.head_hidden, cfg.n_classes))
@@ -130,7 +149,9 @@ class SteerableNet(nn.Module):
         return x if self.encoder is None else self.encoder(x)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(norm_flatten(self.final(self.features(images))))
+        out = self.final(self.features(images))
+        pooled = norm_flatten(out) if self.cfg.readout == "valid" else invariant_gap(out)
+        return self.head(pooled)
 
 
 class PlainCNN(nn.Module):

@@ -154,8 +154,10 @@ def _load(entry: dict[str, Any], build: Callable | None = None) -> torch.nn.Modu
 
 def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
                      params: dict[str, Any], variant: str) -> pd.DataFrame:
-    """Accuracy on the rotated test set, per angle bin, on upright test digits, and the
-    invariance error of the logits under exact (90-degree) and interpolated rotations."""
+    """Accuracy on the rotated test set, per angle bin, on upright test digits, on the
+    protocol's test digits moved by random integer shifts of up to ``max_shift_px`` pixels
+    (``acc_shift``, the translation metric), and the invariance error of the logits under
+    exact (90-degree) and interpolated rotations."""
     from icml25.core.device import set_threads
     from icml25.pipelines.steerable.classifier_training import (
         accuracy,
@@ -163,6 +165,8 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
         correct,
         invariance_error_angles,
         invariance_error_rot90,
+        random_shifts,
+        shift_images,
     )
     from icml25.pipelines.steerable.equivariance import encoder_equivariance_error
     from icml25.pipelines.steerable.models2d import count_parameters
@@ -173,6 +177,8 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
     rows = []
     x_up, y_test = splits["test_upright"], splits["test_labels"]
     x_inv = splits["test_rotated"][: ev.invariance_images]
+    # one fixed draw of shifts for every model: the translation metric pairs over models
+    shifts = random_shifts(len(y_test), ev.max_shift_px, ev.shift_seed)
     bar = tqdm(sorted(models), desc=f"evaluate {variant}", disable=not p.progress, leave=False)
     for key in bar:
         entry = _entry(models[key])
@@ -184,6 +190,7 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
         values = {
             "acc": float(hits.mean()),
             "acc_upright": accuracy(net, x_up, y_test),
+            "acc_shift": accuracy(net, shift_images(x_test, shifts), y_test),
             "angle_bin_spread": float(np.nanmax(bins) - np.nanmin(bins)),
             "inv_err_rot90": invariance_error_rot90(net, x_inv),
             "train_seconds": float(meta["train_seconds"]),
@@ -240,12 +247,19 @@ def train_variant_3d(splits: dict[str, np.ndarray], params: dict[str, Any],
 
 def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
                         params: dict[str, Any], variant: str) -> pd.DataFrame:
-    """Accuracy on rotated and upright test shapes, the logit invariance error on the 23
-    exact cube rotations and, separately, under interpolated random rotations; the encoder's
-    feature equivariance error for the transformer variant."""
+    """Accuracy on rotated and upright test shapes and on the protocol's test shapes moved by
+    random integer shifts of up to ``max_shift_voxels`` voxels (``acc_shift``), the logit
+    invariance error on the 23 exact cube rotations and, separately, under interpolated random
+    rotations; the encoder's feature equivariance error for the transformer variant."""
     from icml25.core.device import set_threads
     from icml25.pipelines.steerable.builders import build_network_3d
-    from icml25.pipelines.steerable.classifier_training import accuracy, angle_bin_accuracy, correct
+    from icml25.pipelines.steerable.classifier_training import (
+        accuracy,
+        angle_bin_accuracy,
+        correct,
+        random_shifts,
+        shift_images,
+    )
     from icml25.pipelines.steerable.evaluation3d import (
         encoder_equivariance_error3d,
         invariance_error_cube,
@@ -260,6 +274,7 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
     ev = p.evaluation3d
     x_inv = splits["test_rotated"][: ev.invariance_shapes]
     y_test = splits["test_labels"]
+    shifts = random_shifts(len(y_test), ev.max_shift_voxels, ev.shift_seed, dims=3)
     rows = []
     for key in tqdm(sorted(models), desc=f"evaluate {variant}", disable=not p.progress,
                     leave=False):
@@ -273,6 +288,7 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
         values = {
             "acc": float(hits.mean()),
             "acc_upright": accuracy(net, splits["test_upright"], y_test, check_voxel_data),
+            "acc_shift": accuracy(net, shift_images(x_test, shifts), y_test, check_voxel_data),
             "inv_err_cube": invariance_error_cube(net, x_inv),
             "inv_err_interp_max": invariance_error_interpolated(
                 net, x_inv, ev.interp_rotations, seed=int(meta["seed"])),

@@ -65,6 +65,9 @@ class SteerableArchParams(ParamsModel):
     final_channels: int = Field(gt=0)
     head_hidden: int = Field(gt=0)
     dropout: float = Field(ge=0, lt=1)
+    #: gap = global average of the invariant norms over positions (translation-invariant);
+    #: valid = the authors' whole-map valid conv (invariant to rotations about the centre only)
+    readout: Literal["gap", "valid"] = "gap"
 
     @field_validator("widths")
     @classmethod
@@ -144,6 +147,10 @@ class EvaluationParams(ParamsModel):
     n_angle_bins: int = Field(default=12, ge=2)
     invariance_images: int = Field(ge=1)
     interp_angles_deg: list[float] = Field(min_length=1)
+    #: translation metric acc_shift: every test image moved by a random integer shift of
+    #: -max_shift_px..max_shift_px pixels in each axis (zero fill), drawn from shift_seed
+    max_shift_px: int = Field(default=3, ge=1, le=13)
+    shift_seed: int = Field(default=0, ge=0)
 
     @field_validator("interp_angles_deg")
     @classmethod
@@ -210,6 +217,9 @@ class Models3dParams(ParamsModel):
 class Evaluation3dParams(ParamsModel):
     invariance_shapes: int = Field(ge=1)
     interp_rotations: int = Field(ge=1)
+    #: translation metric acc_shift: random integer shifts of up to this many voxels per axis
+    max_shift_voxels: int = Field(default=1, ge=1, le=3)
+    shift_seed: int = Field(default=0, ge=0)
 
 
 class SteerableParams(ParamsModel):
