@@ -10,7 +10,13 @@ import torch
 from icml25.core.chat import ChatClient, stub_requests, stub_server
 from icml25.pipelines.functional_tom.episodes import run_episode
 from icml25.pipelines.functional_tom.games import default_games
-from icml25.pipelines.functional_tom.llm_agent import LLMAgent, make_backend
+from icml25.pipelines.functional_tom.llm_agent import (
+    PROBE,
+    EndpointError,
+    LLMAgent,
+    make_backend,
+    probe_endpoint,
+)
 from icml25.pipelines.functional_tom.llm_backends import ChatEndpointBackend
 from icml25.pipelines.functional_tom.optimal_play import solve
 from icml25.pipelines.functional_tom.partners import build_partner
@@ -196,6 +202,8 @@ def test_llm_node_against_a_flaky_endpoint_keeps_every_episode():
     calls = {"n": 0}
 
     def reply(body):
+        if body["messages"] == PROBE:
+            return "OK"  # the start-of-run probe answers; the episodes then meet the flakiness
         calls["n"] += 1
         if calls["n"] % 3 == 0:
             raise RuntimeError("overloaded")  # HTTP 500, retried
@@ -206,7 +214,8 @@ def test_llm_node_against_a_flaky_endpoint_keeps_every_episode():
         params["meta"]["enabled"] = False
         params["llm"].update(backend="openai", base_url=url, model="stub", strategies=["qa", "lm"],
                              games=["rps"], families=["single", "tft"], horizon=3,
-                             episodes_per_cell=2, max_retries=1, backoff_s=0.0, timeout_s=2.0)
+                             episodes_per_cell=2, max_retries=1, backoff_s=0.0, timeout_s=2.0,
+                             max_invalid_rate=1.0)
         scenarios = nodes.build_scenarios(params)
         logs = nodes.run_llm_agents(scenarios, params)
     assert set(logs["agent"]) == {"llm.qa"}  # lm needs log-probabilities: skipped
@@ -218,3 +227,92 @@ def test_llm_node_against_a_flaky_endpoint_keeps_every_episode():
     # bounded retries (1 + max_retries = 2 attempts per query)
     assert not logs["invalid_prediction"].any() and logs["invalid"].all()
     assert calls["n"] == 1 + 3 * len(logs) <= 2 * 2 * len(logs)
+
+
+def _node_params(url, **llm):
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    params = copy.deepcopy(yaml.safe_load(
+        (root / "conf/base/parameters_functional_tom.yml").read_text())["functional_tom"])
+    params.update(seeds=[0], progress=False, episodes_per_cell=1, horizon=3)
+    params["meta"]["enabled"] = False
+    params["llm"].update(backend="openai", base_url=url, model="stub", strategies=["qa"],
+                         games=["rps"], families=["single", "tft"], horizon=4,
+                         episodes_per_cell=2, max_retries=3, backoff_s=0.5, timeout_s=2.0,
+                         **llm)
+    return params
+
+
+def _closed_port_url():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"  # nothing listens there any more
+
+
+def test_unreachable_endpoint_fails_at_the_probe_before_any_episode():
+    """One probe, no retries, a clear error naming the endpoint; no episode is played."""
+    import time
+
+    from icml25.pipelines.functional_tom import nodes
+
+    url = _closed_port_url()
+    params = _node_params(url)
+    scenarios = nodes.build_scenarios(params)
+    start = time.perf_counter()
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1.*failed its probe.*no LLM episode"):
+        nodes.check_llm_endpoint(params, {})
+    with pytest.raises(EndpointError, match="failed its probe"):
+        nodes.run_llm_agents(scenarios, params)  # called alone, it probes first too
+    assert time.perf_counter() - start < 10  # no retry backoff (3 retries x 35 s before)
+    params["llm"]["backend"] = "hf_tiny"  # a local model needs no probe
+    assert nodes.check_llm_endpoint(params, {}) == {"backend": "hf_tiny", "probed": False}
+
+
+@pytest.mark.parametrize("mode", ["http500", "garbage", "no_credentials"])
+def test_failing_endpoint_fails_at_the_probe(mode):
+    def reply(body):
+        if mode == "http500":
+            raise RuntimeError("down")
+        return None
+
+    with stub_server(reply) as url:
+        creds = {} if mode == "no_credentials" else {"base_url": url, "model": "m"}
+        llm = {"base_url": None, "model": None, "timeout_s": 2.0}
+        with pytest.raises(EndpointError, match="failed its probe"):
+            probe_endpoint(llm, creds)
+        assert len(stub_requests(url)) == (0 if mode == "no_credentials" else 1)
+    with stub_server(lambda body: "OK") as url:
+        assert probe_endpoint(llm, {"base_url": url, "model": "m"}) == "OK"
+
+
+def test_invalid_answer_rate_above_the_bound_stops_the_run():
+    from icml25.pipelines.functional_tom import nodes
+
+    with stub_server(lambda body: "OK" if body["messages"] == PROBE else "I refuse.") as url:
+        params = _node_params(url, max_invalid_rate=0.5)
+        scenarios = nodes.build_scenarios(params)
+        with pytest.raises(nodes.InvalidAnswersError, match=r"max_invalid_rate = 0\.5"):
+            nodes.run_llm_agents(scenarios, params, None, {"probed": True})
+        # 4 episodes x 4 rounds = 16 action answers; more than 8 invalid after the 3rd episode: stop
+        n_act = sum("which action do you play" in b["messages"][-1]["content"]
+                    for b in stub_requests(url))
+        assert n_act == 12
+        params = _node_params(url, max_invalid_rate=1.0)
+        logs = nodes.run_llm_agents(scenarios, params, None, {"probed": True})
+    assert logs["invalid"].all() and len(logs) == 16
+
+
+def test_endpoint_check_runs_right_after_the_scenarios():
+    from icml25.pipelines.functional_tom.pipeline import create_pipeline
+
+    names = [n.name.split(".")[-1] for n in create_pipeline().nodes]
+    assert names.index("check_llm_endpoint") < min(
+        i for i, n in enumerate(names) if n in ("train_meta_agents", "run_reference_agents",
+                                                 "compute_optimal_values", "run_llm_agents"))

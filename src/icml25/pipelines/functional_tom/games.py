@@ -42,6 +42,7 @@ class Game:
                 raise ValueError(f"game {self.name}: {label} has non-finite entries")
         object.__setattr__(self, "payoff", np.asarray(self.payoff, dtype=float))
         object.__setattr__(self, "partner_payoff", np.asarray(self.partner_payoff, dtype=float))
+        _check_semantics(self)
 
     @property
     def n_actions(self) -> int:
@@ -68,14 +69,50 @@ def argmax_random(values: np.ndarray, rng: np.random.Generator | None = None,
     return int(best[rng.integers(best.size)])
 
 
-def rps_beats(action: int) -> int:
-    """The RPS action that beats ``action`` (Rock 0 < Paper 1 < Scissors 2 < Rock)."""
-    return (action + 1) % 3
+def _relation(game: Game) -> np.ndarray:
+    """``wins[x, y]``: action x beats action y (``R[x, y] > R[y, x]``), read from the payoffs."""
+    return game.payoff > game.payoff.T
 
 
-def rps_beaten_by(action: int) -> int:
-    """The RPS action that ``action`` beats."""
-    return (action - 1) % 3
+def beats(game: Game, action: int) -> int:
+    """The RPS action that beats ``action``, read from the payoffs (so a relabelled game, e.g.
+    actions listed as Scissors, Rock, Paper, keeps its meaning)."""
+    return int(np.flatnonzero(_relation(game)[:, action])[0])
+
+
+def beaten_by(game: Game, action: int) -> int:
+    """The RPS action that ``action`` beats, read from the payoffs."""
+    return int(np.flatnonzero(_relation(game)[action])[0])
+
+
+def defect_action(game: Game) -> int:
+    """IPD's Defect: the partner's strictly dominant action (``P[d, a] > P[c, a]`` for every
+    agent action a), read from the partner's payoffs; the other action is Cooperate."""
+    p = game.partner_payoff
+    dominant = [b for b in range(game.n_actions)
+                if all(np.all(p[b] > p[c]) for c in range(game.n_actions) if c != b)]
+    return dominant[0]
+
+
+def cooperate_action(game: Game) -> int:
+    """IPD's Cooperate: the action other than :func:`defect_action`."""
+    return 1 - defect_action(game)
+
+
+def _check_semantics(game: Game) -> None:
+    """The actions of RPS and IPD have a meaning the reactive partners use; refuse payoffs
+    that do not define it."""
+    if game.kind == "rps":
+        wins = _relation(game)
+        if game.n_actions != 3 or not (wins.sum(0) == 1).all() or not (wins.sum(1) == 1).all():
+            raise ValueError(f"game {game.name} (kind rps): payoff must make every action beat "
+                             "exactly one other and be beaten by exactly one other "
+                             "(R[x, y] > R[y, x] when x beats y)")
+    if game.kind == "ipd":
+        p = game.partner_payoff
+        if game.n_actions != 2 or not (np.all(p[0] > p[1]) or np.all(p[1] > p[0])):
+            raise ValueError(f"game {game.name} (kind ipd): needs two actions, one of which "
+                             "(Defect) is strictly dominant in partner_payoff")
 
 
 def make_game(name: str, kind: str, actions: Sequence[str], payoff: Sequence[Sequence[float]],

@@ -112,6 +112,43 @@ class LLMAgent:
         self.history.append((a, b, r))
 
 
+class EndpointError(RuntimeError):
+    """The configured LLM endpoint cannot be used (its probe failed); raised before any
+    episode is played."""
+
+
+PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
+
+
+def probe_endpoint(llm: Mapping[str, Any], credentials: Mapping[str, Any] | None = None) -> str:
+    """Send one request, without retries, to the ``openai`` backend's endpoint and return its
+    reply; :class:`EndpointError` naming the endpoint if it does not answer (unreachable, HTTP
+    error, timeout, an answer without text) or if its credentials are incomplete."""
+    from icml25.core.chat import ChatClient
+
+    creds = _endpoint_credentials(llm, credentials)
+    try:
+        client = ChatClient.from_credentials(creds, timeout_s=llm["timeout_s"], max_retries=0,
+                                             backoff_s=0.0)
+        return client.complete(PROBE, temperature=0.0, max_tokens=4)
+    except (ChatError, ValueError) as err:
+        raise EndpointError(
+            f"functional_tom.llm: the endpoint {creds.get('base_url')!r} (model "
+            f"{creds.get('model')!r}; credentials entry functional_tom_llm, or "
+            f"functional_tom.llm.base_url/model) failed its probe request, so no LLM episode "
+            f"was played: {err}") from None
+
+
+def _endpoint_credentials(llm: Mapping[str, Any], credentials: Mapping[str, Any] | None
+                          ) -> dict[str, Any]:
+    creds = dict(credentials or {})
+    if llm.get("base_url"):
+        creds["base_url"] = llm["base_url"]
+    if llm.get("model"):
+        creds["model"] = llm["model"]
+    return creds
+
+
 def make_backend(llm: Mapping[str, Any], credentials: Mapping[str, Any] | None = None,
                  tiny_model_dir: str | None = None):
     """The configured backend: ``hf`` (local folder), ``hf_tiny`` (a tiny random stand-in built
@@ -129,11 +166,7 @@ def make_backend(llm: Mapping[str, Any], credentials: Mapping[str, Any] | None =
         from icml25.core.chat import ChatClient
         from icml25.pipelines.functional_tom.llm_backends import ChatEndpointBackend
 
-        creds = dict(credentials or {})
-        if llm.get("base_url"):
-            creds["base_url"] = llm["base_url"]
-        if llm.get("model"):
-            creds["model"] = llm["model"]
+        creds = _endpoint_credentials(llm, credentials)
         client = ChatClient.from_credentials(creds, timeout_s=llm["timeout_s"],
                                              max_retries=llm["max_retries"],
                                              backoff_s=llm["backoff_s"])

@@ -271,11 +271,36 @@ def run_meta_agent(scenarios: pd.DataFrame, params: dict[str, Any],
     return _log_frame(logs)
 
 
+class InvalidAnswersError(RuntimeError):
+    """The LLM agents' invalid-answer rate passed ``functional_tom.llm.max_invalid_rate``."""
+
+
+def check_llm_endpoint(params: dict[str, Any], endpoint: dict[str, Any] | None = None
+                       ) -> dict[str, Any]:
+    """One probe request to the ``openai`` backend's endpoint at the start of the run, before
+    any episode (the node runs right after ``build_scenarios``): an unreachable or failing
+    endpoint stops the run here with :class:`~.llm_agent.EndpointError`, instead of every
+    query of every episode spending its retries. Other backends need no probe."""
+    from icml25.pipelines.functional_tom.llm_agent import probe_endpoint
+
+    p = _params(params)
+    if p.llm.backend != "openai":
+        return {"backend": p.llm.backend, "probed": False}
+    reply = probe_endpoint(p.llm.model_dump(), endpoint)
+    logger.info("functional_tom: LLM endpoint answered its probe (%d characters)", len(reply))
+    return {"backend": p.llm.backend, "probed": True}
+
+
 def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any],
-                   endpoint: dict[str, Any] | None = None) -> pd.DataFrame:
+                   endpoint: dict[str, Any] | None = None,
+                   endpoint_check: dict[str, Any] | None = None) -> pd.DataFrame:
     """Every configured prompting strategy on the ``llm`` suite (skipped when ``llm.backend:
     none``). Endpoint failures are counted invalid answers inside the agent; an episode that
-    fails for any other reason is logged and skipped, the finished ones are kept.
+    fails for any other reason is logged and skipped, the finished ones are kept. An
+    ``openai`` endpoint is probed once before the first episode (unless ``endpoint_check``,
+    the output of :func:`check_llm_endpoint`, says it was); the run stops with
+    :class:`InvalidAnswersError` as soon as the invalid action answers are certain to pass
+    ``llm.max_invalid_rate`` of all the rounds it plays.
     ``endpoint`` is Kedro's ``functional_tom_llm`` credentials entry (catalog
     ``functional_tom.llm_endpoint``: ``base_url``, ``model``, ``api_key``), used by
     ``llm.backend: openai``."""
@@ -314,6 +339,10 @@ def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any],
             corpus += [describe_partner(game, sample_partner_spec(game, f, np.random.default_rng(0)))
                        for f in ("single", "tft", "cycle", "anti", "wsls", "lag2_tft")]
         build_tiny_llama(llm.tiny_model_dir, corpus, seed=p.seeds[0])
+    if llm.backend == "openai" and not (endpoint_check or {}).get("probed"):
+        from icml25.pipelines.functional_tom.llm_agent import probe_endpoint
+
+        probe_endpoint(llm.model_dump(), endpoint)
     backend = make_backend(llm.model_dump(), endpoint if llm.backend == "openai" else None,
                            llm.tiny_model_dir)
     logs = []
@@ -326,7 +355,8 @@ def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any],
                        llm.backend, skipped)
     bar = tqdm(total=len(cells) * len(strategies), desc="functional_tom LLM agents",
                disable=not p.progress)
-    failed = 0
+    failed, invalid = 0, 0
+    planned = int(cells["horizon"].sum()) * len(strategies)  # action answers of the run
     for row in cells.itertuples(index=False):
         game = games[row.game]
         partner = build_partner(game, json.loads(row.partner))
@@ -345,10 +375,23 @@ def run_llm_agents(scenarios: pd.DataFrame, params: dict[str, Any],
                                row.scenario_id, strategy, err)
             else:
                 logs.append(_tag(result.log, int(row.scenario_id), f"llm.{strategy}"))
+                invalid += int(result.log["invalid"].sum())
             bar.update()
+            if invalid > llm.max_invalid_rate * planned:
+                bar.close()
+                raise InvalidAnswersError(
+                    f"functional_tom.llm: {invalid} of the run's {planned} LLM action answers "
+                    f"are already invalid (unparseable or endpoint failures; last strategy "
+                    f"{strategy}), more than functional_tom.llm.max_invalid_rate = "
+                    f"{llm.max_invalid_rate}; check the endpoint and the raw answers")
     bar.close()
     if failed:
         logger.warning("functional_tom: %d LLM episodes failed and were skipped", failed)
+    if planned:
+        log = logger.warning if invalid > 0.1 * planned else logger.info
+        log("functional_tom: %d of %d LLM action answers invalid (%s backend; the run stops "
+            "above functional_tom.llm.max_invalid_rate = %.2f)", invalid, planned, llm.backend,
+            llm.max_invalid_rate)
     return _log_frame(logs)
 
 

@@ -121,6 +121,9 @@ class LLMParams(ParamsModel):
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)
+    #: the run stops with an error once the share of invalid action answers (unparseable or an
+    #: endpoint failure) of all the LLM rounds it plays is certain to pass this bound
+    max_invalid_rate: float = Field(default=0.5, ge=0, le=1)
     device: str = "cpu"
 
     @field_validator("strategies")

@@ -2,7 +2,10 @@
 
 Every partner is tabular: ``probs[z, b]`` is its action distribution in state ``z`` and
 ``next_state[z, a, b]`` the state after the agent played ``a`` and the partner ``b``; ``z0`` is
-the start state. Deterministic partners have one-hot ``probs``. Because every family is such a
+the start state. Deterministic partners have one-hot ``probs``. Every family is defined by the
+game's meaning (which RPS action beats which, which IPD action is Defect, read from the payoffs),
+never by the order the actions are listed in, so relabelling a game's actions relabels its
+partners and leaves every agent's regret unchanged. Because every family is such a
 table, the optimal value against it is exact by dynamic programming (:mod:`.optimal_play`).
 
 Families (paper set first, then the extended families used for meta-training and held-out
@@ -15,7 +18,7 @@ evaluation):
 - ``anti``: RPS plays the action the agent's previous action beats; two-action games play the
   other action than the agent's previous one (our reading: "anti" mirrors TFT).
 - ``wsls``: win-stay-lose-shift: keeps its action when its own payoff was at least the mean of
-  its payoff matrix, else shifts to the next action.
+  its payoff matrix, else shifts (RPS: to the action that beats its own; two actions: the other).
 - ``grim``: IPD grim trigger: cooperates until the agent first defects, then defects forever.
 - ``lag2_tft``: the TFT response to the agent's action two rounds ago (``first`` for two rounds).
 - ``biased``: a fixed stochastic action distribution ``probs`` (drawn from Dirichlet(1)).
@@ -31,7 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from icml25.pipelines.functional_tom.games import Game, rps_beaten_by, rps_beats
+from icml25.pipelines.functional_tom.games import (
+    Game,
+    beaten_by,
+    beats,
+    cooperate_action,
+    defect_action,
+)
 
 FAMILIES = ("single", "tft", "cycle", "anti", "wsls", "grim", "lag2_tft", "biased")
 #: Families whose every instance is a deterministic FSM (regret >= 0 for every agent).
@@ -86,11 +95,12 @@ def _table(n_states: int, n_a: int, n_b: int) -> np.ndarray:
 
 
 def _reaction(game: Game, family: str, a: int) -> int:
-    """The response of a reactive partner to the agent's previous action ``a``."""
+    """The response of a reactive partner to the agent's previous action ``a``, defined by the
+    game's meaning (the action that beats ``a`` in RPS), never by action order."""
     if family in ("tft", "lag2_tft"):
-        return rps_beats(a) if game.kind == "rps" else a
+        return beats(game, a) if game.kind == "rps" else a
     if family == "anti":
-        return rps_beaten_by(a) if game.kind == "rps" else (a + 1) % game.n_actions
+        return beaten_by(game, a) if game.kind == "rps" else (a + 1) % game.n_actions
     raise ValueError(family)
 
 
@@ -145,14 +155,17 @@ def build_partner(game: Game, spec: Mapping[str, Any]) -> PartnerFSM:
         nxt = _table(n, n, n)
         for b, a in itertools.product(range(n), range(n)):
             stay = game.partner_payoff[b, a] >= aspiration
-            nxt[:, a, b] = b if stay else (b + 1) % n
+            shift = beats(game, b) if game.kind == "rps" else (b + 1) % n
+            nxt[:, a, b] = b if stay else shift
         return PartnerFSM(name, _one_hot(list(range(n)), n), nxt, first, dict(spec))
     if family == "grim":
         if game.kind != "ipd":
             raise ValueError(f"grim partner is defined for IPD only, not {game.name}")
+        # state 0 cooperates, state 1 (after the agent's first Defect) defects forever
+        c, d = cooperate_action(game), defect_action(game)
         nxt = _table(2, n, n)
-        nxt[0, 0, :], nxt[0, 1, :], nxt[1, :, :] = 0, 1, 1
-        return PartnerFSM(name, _one_hot([0, 1], n), nxt, 0, dict(spec))
+        nxt[0, c, :], nxt[0, d, :], nxt[1, :, :] = 0, 1, 1
+        return PartnerFSM(name, _one_hot([c, d], n), nxt, 0, dict(spec))
     if family == "biased":
         p = np.asarray(spec["probs"], dtype=float)
         if p.shape != (n,) or np.any(p < 0) or not np.isclose(p.sum(), 1.0):

@@ -48,7 +48,12 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.run_meta_agent,
              ["functional_tom.scenarios", P, *(f"{s}.models" for s in meta_shards)],
              "functional_tom.meta_logs", name="run_meta_agent", namespace=NS),
-        node(nodes.run_llm_agents, ["functional_tom.scenarios", P, "functional_tom.llm_endpoint"],
+        # one probe of an LLM endpoint right after build_scenarios (nodes of a level run by
+        # name), before meta-training and any episode
+        node(nodes.check_llm_endpoint, [P, "functional_tom.llm_endpoint"],
+             "functional_tom.llm_endpoint_check", name="check_llm_endpoint", namespace=NS),
+        node(nodes.run_llm_agents, ["functional_tom.scenarios", P, "functional_tom.llm_endpoint",
+                                    "functional_tom.llm_endpoint_check"],
              "functional_tom.llm_logs", name="run_llm_agents", namespace=NS),
         node(nodes.score_episodes,
              ["functional_tom.reference_logs", "functional_tom.meta_logs",

@@ -11,6 +11,7 @@ question. A strategy is a base name (``lm``, ``qa``, ``cot``, ``social_qa``, ``s
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -109,8 +110,10 @@ def describe_partner(game: Game, spec: Mapping[str, Any]) -> str:
         return ("The other player keeps its action after a good round and switches to the next "
                 f"action after a bad one (first round: {names[spec['first']]}).")
     if family == "grim":
-        return (f"The other player plays {names[0]} until you first play {names[1]}, then plays "
-                f"{names[1]} forever.")
+        from icml25.pipelines.functional_tom.games import cooperate_action, defect_action
+
+        c, d = names[cooperate_action(game)], names[defect_action(game)]
+        return f"The other player plays {c} until you first play {d}, then plays {d} forever."
     if family == "biased":
         probs = ", ".join(f"{n} with probability {p:.2f}" for n, p in zip(names, spec["probs"],
                                                                           strict=True))
@@ -178,26 +181,109 @@ def completion_prompt(game: Game, horizon: int, history: Sequence[tuple[int, int
     return text, truncated
 
 
-def _patterns(game: Game) -> list[tuple[int, re.Pattern]]:
+#: Words that negate an action named within the next few words of the same clause
+#: ("not Rock", "I won't defect", "never cooperate"); contractions are single words.
+NEGATIONS = frozenset({
+    "not", "no", "never", "dont", "wont", "wouldnt", "shouldnt", "doesnt", "isnt",
+    "cant", "cannot", "avoid", "avoiding", "except", "nor", "neither", "'t",
+})
+#: Two-word phrases whose second word negates the action that follows ("instead of Rock").
+NEGATING_PHRASES = frozenset({("instead", "of"), ("rather", "than"), ("other", "than")})
+#: Words that may stand between two different actions of a hedge ("Rock or maybe Paper").
+HEDGE_WORDS = frozenset({"or", "maybe", "perhaps", "possibly", "probably", "either", "and",
+                         "else", "even"})
+NEGATION_WINDOW = 3  # words between a negation and the action it negates
+#: A word (letters/digits), a clitic glued to the word before it (the "'s" of "it's", the "'d"
+#: of "I'd", the "'t" of "won't": its own word, never an action), a slash (read as "or") or a
+#: clause break (negation does not cross it).
+_TOKEN = re.compile(r"[0-9A-Za-z]+|(?<=[0-9A-Za-z])['\u2019][A-Za-z]+|/|[.;:!?,()\[\]]")
+_BREAKS = frozenset(".;:!?,()[]") | {"but"}
+
+
+def _tokens(text: str) -> list[str]:
     out = []
-    for i, name in enumerate(game.actions):
-        words = [name, *game.synonyms.get(name, ())]
-        alt = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-        out.append((i, re.compile(rf"(?<![A-Za-z0-9])(?:{alt})(?![A-Za-z0-9])", re.I)))
+    for tok in _TOKEN.findall(text):
+        tok = tok.lower().replace("\u2019", "'")
+        out.append("or" if tok == "/" else tok)
     return out
 
 
+def _phrases(game: Game) -> list[tuple[tuple[str, ...], int]]:
+    """(word sequence, action) of every action name and synonym, longest first."""
+    out = []
+    for i, name in enumerate(game.actions):
+        for w in (name, *game.synonyms.get(name, ())):
+            words = tuple(_tokens(w))
+            if words:
+                out.append((words, i))
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+def _mentions(text: str, game: Game) -> tuple[list[str], list[tuple[int, int, int, bool]]]:
+    """The words of ``text`` and its action mentions (start word, end word, action, negated):
+    whole words and phrases only, so the "s" of "it's" or the "d" of "I'd" is never an action."""
+    toks = _tokens(text)
+    phrases = _phrases(game)
+    found, i = [], 0
+    while i < len(toks):
+        for words, action in phrases:
+            if tuple(toks[i:i + len(words)]) == words:
+                floor = found[-1][1] if found else 0  # a negation negates one action only
+                found.append((i, i + len(words), action, _negated(toks, i, floor)))
+                i += len(words)
+                break
+        else:
+            i += 1
+    return toks, found
+
+
+def _negated(toks: list[str], start: int, floor: int = 0) -> bool:
+    """Whether a negation stands within ``NEGATION_WINDOW`` words before word ``start`` in the
+    same clause and after word ``floor`` (the end of the action named before)."""
+    for j in range(start - 1, max(floor - 1, start - 2 - NEGATION_WINDOW), -1):
+        if toks[j] in _BREAKS:
+            return False
+        if toks[j] in NEGATIONS:
+            return True
+        if j > 0 and (toks[j - 1], toks[j]) in NEGATING_PHRASES:
+            return True
+    return False
+
+
+def _choose(toks: list[str], found: list[tuple[int, int, int, bool]], game: Game,
+            last: bool = False) -> int | None:
+    """The answer among the mentions: the first (``last``: the last) action named without a
+    negation; None when the answer hedges between two actions ("Rock or Paper"); when every
+    mention is negated and exactly one action is left un-named, that action ("I won't
+    defect" -> Cooperate in a two-action game)."""
+    kept = [m for m in found if not m[3]]
+    if not kept:
+        negated = {m[2] for m in found}
+        rest = set(range(game.n_actions)) - negated
+        return rest.pop() if negated and len(rest) == 1 else None
+    for (_, end, a, _n), (start, _, b, _m) in itertools.pairwise(kept):
+        between = set(toks[end:start]) - _BREAKS
+        if a != b and "or" in toks[end:start] and between <= HEDGE_WORDS:
+            return None
+    return kept[-1][2] if last else kept[0][2]
+
+
 def parse_first_action(text: str | None, game: Game) -> int | None:
-    """The first action name (or synonym) in ``text``, case-insensitive; None if there is none."""
+    """The action an answer names, read word by word (case-insensitive; names and synonyms are
+    whole words or phrases, contractions stay one word): the first action named that is not
+    negated ("not Rock", "I won't play Rock", "instead of Rock"); None if there is none or the
+    answer hedges between two ("Rock or Paper"). When every action named is negated and one
+    action is left, it is the answer ("I won't defect" -> Cooperate)."""
     if not text:
         return None
-    hits = [(m.start(), i) for i, pat in _patterns(game) for m in pat.finditer(text)]
-    return min(hits)[1] if hits else None
+    toks, found = _mentions(text, game)
+    return _choose(toks, found, game)
 
 
 def parse_final_action(text: str | None, game: Game) -> int | None:
     """The action after the last ``Action:`` marker (chain-of-thought answers); falls back to the
-    last action name mentioned when there is no marker; None if nothing valid."""
+    last action named (not negated) when there is no marker or nothing valid after it; None if
+    nothing valid."""
     if not text:
         return None
     markers = list(re.finditer(r"action\s*[:=]\s*[`*\"']*", text, re.I))
@@ -205,5 +291,5 @@ def parse_final_action(text: str | None, game: Game) -> int | None:
         found = parse_first_action(text[markers[-1].end():], game)
         if found is not None:
             return found
-    hits = [(m.start(), i) for i, pat in _patterns(game) for m in pat.finditer(text)]
-    return max(hits)[1] if hits else None
+    toks, found = _mentions(text, game)
+    return _choose(toks, found, game, last=True)
