@@ -17,7 +17,7 @@ from icml25.core.claims import claims_report, metrics_report, with_unit_values
 from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
-from icml25.pipelines.ctbench.params import SETTINGS, CtbenchParams
+from icml25.pipelines.ctbench.params import CtbenchParams
 
 matplotlib = lazy_module("matplotlib")
 mlflow = lazy_module("mlflow")
@@ -91,16 +91,16 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     )
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
-    if not seeds:
+    if not seeds or (setting is not None and not p.settings[setting].enabled):
         return {}
     set_threads(p.num_threads)
     device = resolve_device(p.device)
     x_train, y_train = _part(split, "train", device)
     x_val, y_val = _part(split, "val", device)
-    sname = setting or SETTINGS[0]
+    sname = setting or p.enabled_settings[0]
     mp = p.method(sname, method)
     sp = p.settings[sname]
-    t = p.train
+    t = p.train_for(sname)
     cfg = MethodConfig(method=method, **mp.model_dump(exclude={"role"}))
     ts = TrainSetting(eps_train=sp.eps_train, eps_test=sp.eps_test, epochs=t.epochs,
                       batch_size=t.batch_size, ramp_start=t.ramp_start, ramp_end=t.ramp_end,
@@ -155,7 +155,7 @@ def certify_method(models: dict[str, Any], split: pd.DataFrame, params: dict[str
     from icml25.core.device import resolve_device, set_threads
     from icml25.pipelines.ctbench.certification import certify, relu_states, stratified_subset
     p = _params(params)
-    if not models:
+    if not models or not p.settings[setting].enabled:
         return pd.DataFrame()
     set_threads(p.num_threads)
     device = resolve_device(p.device)
@@ -233,8 +233,10 @@ def _merge_shards(tables: tuple[pd.DataFrame, ...], n_shards: int) -> list[pd.Da
                          f"{n_shards} seed shards per (setting, method)")
     merged = []
     for start in range(0, len(tables), n_shards):
-        table = pd.concat([t for t in tables[start:start + n_shards] if len(t)],
-                          ignore_index=True)
+        parts = [t for t in tables[start:start + n_shards] if len(t)]
+        if not parts:  # a disabled ε setting: nothing trained or certified
+            continue
+        table = pd.concat(parts, ignore_index=True)
         key = "seed_" + table["seed"].astype(str)
         merged.append(table.iloc[np.argsort(key.to_numpy(), kind="stable")]
                       .reset_index(drop=True))
@@ -254,7 +256,7 @@ def judge_claims(params: dict[str, Any], run_info: dict[str, Any], confidence: f
     all_tables = pd.concat(tables, ignore_index=True)
     violations = float(((all_tables["certified"] & ~all_tables["pgd_robust"])
                         | (all_tables["pgd_robust"] & ~all_tables["correct"])).sum())
-    specs = [c.model_dump() for c in p.claims]
+    specs = [c.model_dump() for c in p.all_claims()]
     claim_metrics = {**with_unit_values(specs, metrics, per_image(tables), PIPELINE),
                      "all_models": {"ordering_violations": violations}}
     claims = claims_report(PIPELINE, specs, claim_metrics,
@@ -311,8 +313,9 @@ def plot_results(metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, A
     methods = [m for m in METHODS if m in summary]
     bars = (("nat_acc", "natural"), ("pgd_acc", "PGD"), ("cert_ibp_acc", "certified (IBP)"),
             ("cert_acc", "certified (cascade)"))
-    fig, axes = plt.subplots(1, len(SETTINGS), figsize=(6.5 * len(SETTINGS), 3.8), sharey=True)
-    for ax, setting in zip(np.atleast_1d(axes), SETTINGS, strict=True):
+    settings = p.enabled_settings
+    fig, axes = plt.subplots(1, len(settings), figsize=(6.5 * len(settings), 3.8), sharey=True)
+    for ax, setting in zip(np.atleast_1d(axes), settings, strict=True):
         xs = np.arange(len(methods))
         width = 0.8 / len(bars)
         for k, (metric, label) in enumerate(bars):

@@ -60,34 +60,6 @@ class MethodParams(ParamsModel):
     restarts: int = Field(default=1, ge=1)
 
 
-class SettingParams(ParamsModel):
-    eps_test: float = Field(ge=0, le=1)
-    eps_train: float = Field(ge=0, le=1)
-    methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-    @field_validator("methods")
-    @classmethod
-    def _overrides(cls, methods: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        unknown = sorted(set(methods) - set(METHODS))
-        if unknown:
-            raise ValueError(f"overrides for unknown methods {unknown}; known: {list(METHODS)}")
-        for name, override in methods.items():
-            try:  # every MethodParams field has a default: this checks the overridden values
-                MethodParams.model_validate(override)
-            except ValidationError as err:
-                detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                   for e in err.errors())
-                raise ValueError(f"{name}: {detail}") from None
-        return methods
-
-    @model_validator(mode="after")
-    def _eps(self) -> SettingParams:
-        if self.eps_train < self.eps_test:
-            raise ValueError(f"eps_train {self.eps_train} < eps_test {self.eps_test}: the "
-                             "model would never be trained at the certified radius")
-        return self
-
-
 class TrainParams(ParamsModel):
     epochs: int = Field(gt=0)
     batch_size: int = Field(gt=1)
@@ -107,6 +79,51 @@ class TrainParams(ParamsModel):
                              f"{self.ramp_end}, {self.epochs}")
         if any(not 0 < m <= self.epochs for m in self.milestones):
             raise ValueError(f"milestones {self.milestones} must lie in 1..epochs")
+        return self
+
+
+class SettingParams(ParamsModel):
+    eps_test: float = Field(ge=0, le=1)
+    eps_train: float = Field(ge=0, le=1)
+    #: a disabled setting trains and certifies nothing (its nodes return empty outputs) and its
+    #: claims are not judged: a setting is only reported where its schedule trains it to
+    #: convergence (``docs/papers/ctbench.md``)
+    enabled: bool = True
+    methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: overrides of the global ``train`` schedule for this setting (epochs, ramp, milestones, …)
+    train: dict[str, Any] = Field(default_factory=dict)
+    #: claims about this setting, judged only when it is enabled
+    claims: list[ClaimSpec] = Field(default_factory=list)
+
+    @field_validator("methods")
+    @classmethod
+    def _overrides(cls, methods: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        unknown = sorted(set(methods) - set(METHODS))
+        if unknown:
+            raise ValueError(f"overrides for unknown methods {unknown}; known: {list(METHODS)}")
+        for name, override in methods.items():
+            try:  # every MethodParams field has a default: this checks the overridden values
+                MethodParams.model_validate(override)
+            except ValidationError as err:
+                detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                   for e in err.errors())
+                raise ValueError(f"{name}: {detail}") from None
+        return methods
+
+    @field_validator("train")
+    @classmethod
+    def _train(cls, train: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(train) - set(TrainParams.model_fields))
+        if unknown:
+            raise ValueError(f"unknown train overrides {unknown}; known: "
+                             f"{sorted(TrainParams.model_fields)}")
+        return train
+
+    @model_validator(mode="after")
+    def _eps(self) -> SettingParams:
+        if self.eps_train < self.eps_test:
+            raise ValueError(f"eps_train {self.eps_train} < eps_test {self.eps_test}: the "
+                             "model would never be trained at the certified radius")
         return self
 
 
@@ -146,6 +163,37 @@ class CtbenchParams(ParamsModel):
         if set(methods) != set(METHODS):
             raise ValueError(f"methods must be exactly {list(METHODS)}, got {sorted(methods)}")
         return methods
+
+    @model_validator(mode="after")
+    def _enabled(self) -> CtbenchParams:
+        for name, setting in self.settings.items():
+            try:
+                TrainParams.model_validate({**self.train.model_dump(), **setting.train})
+            except ValidationError as err:
+                detail = "; ".join(e["msg"] for e in err.errors())
+                raise ValueError(f"settings.{name}.train: {detail}") from None
+        if not any(s.enabled for s in self.settings.values()):
+            raise ValueError("settings: every ε setting is disabled; enable at least one")
+        for claim in self.claims:
+            for name, setting in self.settings.items():
+                if claim.metric.endswith(f"_{name}") and not setting.enabled:
+                    raise ValueError(f"claim {claim.claim!r} is about the disabled setting "
+                                     f"{name}; move it to settings.{name}.claims")
+        return self
+
+    @property
+    def enabled_settings(self) -> list[str]:
+        """The enabled ε settings, in :data:`SETTINGS` order."""
+        return [s for s in SETTINGS if self.settings[s].enabled]
+
+    def all_claims(self) -> list[ClaimSpec]:
+        """The global claims and those of every enabled setting."""
+        return [*self.claims, *(c for s in self.enabled_settings for c in self.settings[s].claims)]
+
+    def train_for(self, setting: str) -> TrainParams:
+        """The training schedule of ``setting``: the global one with its overrides."""
+        return TrainParams.model_validate({**self.train.model_dump(),
+                                           **self.settings[setting].train})
 
     def method(self, setting: str, name: str) -> MethodParams:
         """A method's parameters with the setting's overrides applied (validated again)."""
