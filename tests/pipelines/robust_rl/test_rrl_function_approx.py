@@ -42,7 +42,7 @@ def test_one_hot_linear_q_equals_tabular_robust_q_update_by_update(reservoir):
     for _ in range(400):
         a = int(rng.integers(A))
         s_next = int(rng.choice(S, p=mdp.P[s, a]))
-        alpha = learner.step_size()
+        alpha = learner.step_size(s, a)
         learner.update(s, a, float(mdp.r[s, a]), s_next)
         states = np.arange(S) if reservoir == 0 else np.asarray(learner.reservoir)
         Q = tabular_robust_q_update(Q, s, a, float(mdp.r[s, a]), s_next, 0.9, 0.3, alpha,

@@ -18,6 +18,7 @@ from icml25.pipelines.robust_rl.nodes import DQN_VARIANTS
 TABULAR = {"reduction_eps0.1", "reduction_eps0.05", "fixed_gamma_0.9", "fixed_gamma_0.99",
            "robust_rvi_phat", "nonrobust_plugin", "robust_rvi_qlearning"}
 LINEAR = {"robust_linear", "nonrobust_linear", "robust_linear_gamma0.99"}
+ONEHOT = {"robust_linear_onehot", "robust_linear_onehot_global"}
 DQN = {"robust_dqn", "dqn", "robust_dqn_gamma0.99"}
 
 
@@ -30,7 +31,17 @@ def test_robust_rl_runs_end_to_end_on_test_config(kedro_project, run_pipeline, m
     run_pipeline("robust_rl", env="test")
     out = kedro_project / "data/08_reporting/robust_rl"
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["metrics"]) == TABULAR | LINEAR | DQN
+    assert set(metrics["metrics"]) == TABULAR | LINEAR | ONEHOT | DQN
+    # convergence is judged against the tabular answer; the discount and spans are reported
+    for variant in ONEHOT:
+        assert _finite(metrics["metrics"][variant]["onehot_q_rel_error"])
+    discount = metrics["discount"]["garnet_sparse/tv0.4/eps0.05"]
+    assert discount["true_span"] == pytest.approx(
+        metrics["truth"]["garnet_sparse"]["tv0.4"]["span_h_star"])
+    assert discount["H_hat_min"] <= discount["H_hat_mean"] <= discount["H_hat_max"]
+    assert 0 <= discount["clamped_models"] <= discount["models"] == 2 * 2  # N_grid x seeds
+    for block in (metrics["fa_linear"], metrics["fa_linear"]["onehot"]):
+        assert {"H", "gamma_raw", "gamma", "gamma_clamped", "span_h_star"} <= set(block)
     groups = metrics["variant_groups"]
     for group in groups.values():  # identical metric names inside each study
         names = [{k for k in metrics["metrics"][v] if not k.endswith(("_std", "_over_3eps"))}
@@ -88,8 +99,17 @@ def test_robust_rl_runs_end_to_end_on_test_config(kedro_project, run_pipeline, m
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parent) == 1 and {r.info.status for r in runs} == {"FINISHED"}
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    for variant in TABULAR | LINEAR | DQN:
+    for variant in TABULAR | LINEAR | ONEHOT | DQN:
         assert variant in children, variant
+    logged = parent[0].data.metrics
+    assert logged["discount.garnet_sparse/tv0.4/eps0.05.true_span"] == pytest.approx(
+        discount["true_span"])
+    assert logged["discount.garnet_sparse/tv0.4/eps0.05.clamped_models"] == \
+        discount["clamped_models"]
+    assert logged["fa_linear.gamma_raw"] == pytest.approx(metrics["fa_linear"]["gamma_raw"])
+    assert logged["fa_onehot.H"] == pytest.approx(metrics["fa_linear"]["onehot"]["H"])
+    assert children["robust_linear_onehot_global"].data.tags["icml25.role"] == "ablation"
+    assert "onehot_q_rel_error" in children["robust_linear_onehot"].data.metrics
     assert children["reduction_eps0.05"].data.tags["icml25.role"] == "method"
     assert children["nonrobust_plugin"].data.tags["icml25.role"] == "baseline"
     assert "garnet_sparse/tv0.4/gap_Nmax" in children["nonrobust_plugin"].data.metrics

@@ -253,11 +253,19 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
     the level ``confidence`` (``params:claims_confidence``): each study's variants ran the same
     seeds (``seeds``, ``fa_linear.seeds``, ``fa_dqn.seeds``), passed on as ``seeds_of``."""
     from icml25.core.tracking import log_claim_counts, log_variants
-    from icml25.pipelines.robust_rl.report import dqn_metrics, fa_linear_metrics, tabular_metrics
+    from icml25.pipelines.robust_rl.report import (
+        discount_summary,
+        dqn_metrics,
+        fa_linear_metrics,
+        onehot_metrics,
+        tabular_metrics,
+    )
     p = _params(params)
     groups = {"tabular": tabular_metrics(gaps, truth, p.tabular.eps, p.tabular.slope_floor)}
     if fa_summary.get("enabled"):
         groups["fa_linear"] = fa_linear_metrics(fa_trace, fa_summary)
+        if "onehot" in fa_summary:
+            groups["fa_onehot"] = onehot_metrics(fa_trace)
     if p.fa_dqn.enabled:
         groups["fa_dqn"] = dqn_metrics(cartpole)
     metrics = {v: m for group in groups.values() for v, m in group.items()}
@@ -266,7 +274,8 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
         specs += [c.model_dump() for c in p.fa_dqn.claims]
     figures = ["figures/gap_vs_N.png"] + (["figures/fa_linear.png"]
                                           if fa_summary.get("enabled") else [])
-    study_seeds = {"tabular": p.seeds, "fa_linear": p.fa_linear.seeds, "fa_dqn": p.fa_dqn.seeds}
+    study_seeds = {"tabular": p.seeds, "fa_linear": p.fa_linear.seeds,
+                   "fa_onehot": p.fa_linear.seeds, "fa_dqn": p.fa_dqn.seeds}
     seeds_of = {v: list(study_seeds[g]) for g, group in groups.items() for v in group}
     claims = claims_report(PIPELINE, specs, metrics, run_info, p.seeds,
                            title="Reduction framework for robust average-reward RL (ICML 2025)",
@@ -275,18 +284,38 @@ def judge_claims(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFra
                              for s, gt in sets.items()} for env, sets in truth.items()},
              "fa_linear": {k: v for k, v in fa_summary.items() if k != "thetas"},
              "diagnostics": _diagnostics(gaps),
+             "discount": discount_summary(gaps, truth),
              "variant_groups": {g: sorted(m) for g, m in groups.items()}}
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds, extra=extra)
     if mlflow.active_run() is not None:
         for name, group in groups.items():
             means = {v: {k: _mean(x) for k, x in m.items() if not k.endswith("_over_3eps")}
                      for v, m in group.items()}
-            roles = {v: "method" if v.startswith(("reduction", "robust_linear", "robust_dqn"))
+            roles = {v: "ablation" if v.endswith("_global") else
+                     "method" if v.startswith(("reduction", "robust_linear", "robust_dqn"))
                      and "gamma" not in v else "baseline" for v in group}
             log_variants(PIPELINE, means, roles,
                          params_by_variant={v: {"study": name} for v in group})
-        log_claim_counts(claims)
+        log_claim_counts(claims, **discount_mlflow_metrics(extra["discount"], fa_summary))
     return report, claims
+
+
+def discount_mlflow_metrics(discount: dict[str, dict[str, Any]], fa_summary: dict[str, Any]
+                            ) -> dict[str, float]:
+    """The reduction's discount on the pipeline run: per (env, set, eps) of the tabular study
+    ``discount.<env>/<set>/eps<e>.<name>`` (``H_hat`` min/mean/max, raw and clamped discounts,
+    the number of clamped models, the true span), and for the linear studies ``fa_linear.H``,
+    ``.gamma_raw``, ``.gamma``, ``.gamma_clamped`` (1 when clamped), ``.span_h_star`` (the true
+    span) and the same for ``fa_onehot``."""
+    out = {f"discount.{key}.{name}": float(value) for key, row in discount.items()
+           for name, value in row.items()}
+    if fa_summary.get("enabled"):
+        for prefix, block in (("fa_linear", fa_summary), ("fa_onehot", fa_summary.get("onehot"))):
+            if not block:
+                continue
+            for name in ("H", "gamma_raw", "gamma", "gamma_clamped", "span_h_star"):
+                out[f"{prefix}.{name}"] = float(block[name])
+    return out
 
 
 def _diagnostics(gaps: pd.DataFrame) -> dict[str, dict[str, int]]:
@@ -310,12 +339,17 @@ def log_linear_traces(fa_trace: pd.DataFrame, params: dict[str, Any]) -> None:
     if mlflow.active_run() is None or fa_trace.empty:
         return
     for (variant, seed), rows in fa_trace.groupby(["variant", "seed"]):
-        role = "method" if variant == "robust_linear" else "baseline"
+        role = ("method" if variant in ("robust_linear", "robust_linear_onehot") else
+                "ablation" if str(variant).endswith("_global") else "baseline")
         with variant_run(str(variant), role=role, pipeline=PIPELINE,
                          run_name=f"{variant}/training/seed {seed}", params={"seed": int(seed)}):
             for row in rows.itertuples():
-                log_metrics({"robust_gain": row.robust_gain, "theta_change": row.theta_change,
-                             "mean_update_norm": row.mean_update_norm}, step=int(row.step))
+                values = {"robust_gain": row.robust_gain, "theta_change": row.theta_change,
+                          "mean_update_norm": row.mean_update_norm,
+                          "min_visits": row.min_visits}
+                if getattr(row, "q_rel_error", None) is not None and np.isfinite(row.q_rel_error):
+                    values.update(q_error=row.q_error, q_rel_error=row.q_rel_error)
+                log_metrics(values, step=int(row.step))
 
 
 def plot_results(gaps: pd.DataFrame, truth: dict[str, Any], fa_trace: pd.DataFrame,

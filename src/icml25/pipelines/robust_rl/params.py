@@ -106,6 +106,32 @@ class TabularParams(ParamsModel):
         return gammas
 
 
+class OneHotCheckParams(ParamsModel):
+    """The convergence check of the linear learner where the tabular answer is known: one-hot
+    features on a small Garnet-sparse model, same step schedule, behaviour, radius and discount
+    rule as the feature study, compared with the tabular robust ``Q*``."""
+
+    enabled: bool = True
+    n_states: int = Field(default=10, ge=2)
+    n_actions: int = Field(default=4, ge=1)
+    branching: int = Field(default=3, ge=1)
+    n_goals: int = Field(default=1, ge=1)
+    instance_seed: int = Field(default=0, ge=0)
+    steps: int = Field(default=100_000, ge=10)
+    eval_every: int = Field(default=10_000, ge=1)
+    alpha0: float | None = Field(default=None, gt=0, le=1)  # None: fa_linear.alpha0
+    k0: float | None = Field(default=None, gt=0)            # None: fa_linear.k0
+
+    @model_validator(mode="after")
+    def _sizes(self) -> OneHotCheckParams:
+        if self.branching > self.n_states or self.n_goals > self.n_states:
+            raise ValueError("branching and n_goals must not exceed n_states")
+        if self.steps < 10 * self.eval_every:
+            raise ValueError(f"steps ({self.steps}) must be at least 10 x eval_every "
+                             f"({self.eval_every}): convergence is read off the last 10%")
+        return self
+
+
 class FALinearParams(ParamsModel):
     enabled: bool = True
     n_states: int = Field(ge=2)
@@ -116,8 +142,11 @@ class FALinearParams(ParamsModel):
     feature_dim: int = Field(ge=1)
     steps: int = Field(ge=10)
     eval_every: int = Field(ge=1)
-    alpha0: float = Field(default=0.05, gt=0)
-    k0: float = Field(default=1e4, gt=0)
+    schedule: Literal["visit", "global"] = "visit"
+    alpha0: float = Field(default=0.05, gt=0, le=1)
+    k0: float = Field(default=1000.0, gt=0)
+    global_alpha0: float = Field(default=0.05, gt=0, le=1)
+    global_k0: float = Field(default=1e4, gt=0)
     explore: float = Field(default=0.1, ge=0, le=1)
     reservoir: int = Field(default=1000, ge=0)
     radius: float = Field(default=0.2, ge=0, le=1)
@@ -126,6 +155,7 @@ class FALinearParams(ParamsModel):
     c_H: float = Field(default=2.0, gt=0)
     gamma_generic: float = Field(default=0.99, ge=0, lt=1)
     seeds: Seeds
+    onehot: OneHotCheckParams = Field(default_factory=OneHotCheckParams)
 
     _eps = field_validator("eps")(classmethod(lambda cls, v: _check_eps([v])[0]))
     _H = field_validator("H")(classmethod(lambda cls, v: _check_span(v)))

@@ -16,6 +16,7 @@ plug-in policy of ``P_hat``, robust RVI on ``P_hat``, and model-free robust RVI 
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -34,6 +35,8 @@ from icml25.pipelines.robust_rl.robust_planning import (
 )
 from icml25.pipelines.robust_rl.uncertainty import UncertaintySet
 
+logger = logging.getLogger(__name__)
+
 GAMMA_CLAMP = (0.5, 0.9999)
 #: Discount used for a gain-optimal plug-in policy when ``P_hat`` is not communicating: in a
 #: finite MDP a discount close enough to 1 yields a Blackwell-, hence gain-optimal policy.
@@ -49,17 +52,33 @@ class ReductionDiscount:
     gamma_raw: float
     gamma: float
 
+    @property
+    def clamped(self) -> bool:
+        """Whether the planning discount differs from the raw ``1 - eps / H``."""
+        return self.gamma != self.gamma_raw
+
 
 def reduction_discount(eps: float, H: float, clamp: tuple[float, float] = GAMMA_CLAMP
                        ) -> ReductionDiscount:
-    """``gamma = 1 - eps / H`` clamped to ``clamp`` (default ``[0.5, 0.9999]``); both are kept."""
+    """``gamma = 1 - eps / H`` clamped to ``clamp`` (default ``[0.5, 0.9999]``); both are kept.
+
+    A clamped discount is logged as a warning: ``eps >= H / 2`` gives a raw discount below 0.5
+    (``eps >= H`` a negative one, which is no discount at all), so the reduction's guarantee
+    ``3 eps`` does not apply to the clamped planner; the callers record ``gamma_raw``, ``gamma``
+    and whether it was clamped in their tables and in MLflow."""
     if not (isinstance(eps, int | float) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps (target accuracy) must be a finite number > 0; got {eps!r}")
     if not (math.isfinite(H) and H >= 0):
         raise ValueError(f"H (span bound) must be finite and >= 0; got {H!r}")
     gamma_raw = 1.0 - eps / H if H > 0 else -math.inf
-    return ReductionDiscount(float(eps), float(H), gamma_raw,
-                             float(min(max(gamma_raw, clamp[0]), clamp[1])))
+    out = ReductionDiscount(float(eps), float(H), gamma_raw,
+                            float(min(max(gamma_raw, clamp[0]), clamp[1])))
+    if out.clamped:
+        logger.warning("robust_rl: the reduction's discount 1 - eps / H = 1 - %g / %g = %.4g lies "
+                       "outside [%g, %g] and is clamped to %g; the 3 eps guarantee does not "
+                       "hold for the clamped planner", eps, H, gamma_raw, clamp[0], clamp[1],
+                       out.gamma)
+    return out
 
 
 def estimate_span_bound(P: np.ndarray, r: np.ndarray, uset: UncertaintySet, c_H: float,

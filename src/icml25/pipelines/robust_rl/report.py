@@ -78,7 +78,11 @@ def tabular_metrics(gaps: pd.DataFrame, truth: dict[str, Any], eps: Sequence[flo
 def fa_linear_metrics(trace: pd.DataFrame, summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per learner (per-seed lists): final exact robust and nominal gains of the greedy policy,
     its robust gap, and the parameter change over the last evaluation window relative to the
-    parameter norm (the convergence measure)."""
+    parameter norm (a diagnostic only: it shrinks with the step size whether or not the learner
+    converges; convergence is judged by :func:`onehot_metrics`) and the fewest updates of any
+    pair. Rows of the one-hot check (``study == "onehot"``) are left to :func:`onehot_metrics`."""
+    if "study" in trace.columns:
+        trace = trace[trace["study"] == "features"]
     if trace.empty:
         raise ValueError("robust_rl: the linear-FA trace is empty")
     out = {}
@@ -90,8 +94,55 @@ def fa_linear_metrics(trace: pd.DataFrame, summary: dict[str, Any]) -> dict[str,
             "final_robust_gap": final["robust_gap"].tolist(),
             "theta_rel_change_last_window": (final["theta_change"]
                                              / final["theta_norm"].clip(lower=1e-12)).tolist(),
+            "final_min_visits": final["min_visits"].astype(float).tolist(),
             "gamma": float(final["gamma"].iloc[0]),
             "g_star": float(summary["g_star"]),
+        }
+    return out
+
+
+def onehot_metrics(trace: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per learner of the one-hot check (per-seed lists): the final ``||Q - Q*||_inf``, absolute
+    (``onehot_q_error``) and relative to ``||Q*||_inf`` (``onehot_q_rel_error``, the convergence
+    measure), the worst relative error over the last 10% of training (``onehot_q_rel_error_last
+    _window_max``: the evaluations after 90% of the steps), the parameter change of the last
+    window relative to the norm (the old measure, beside it) and the fewest updates of a pair."""
+    rows_all = trace[trace["study"] == "onehot"] if "study" in trace.columns else trace.iloc[:0]
+    if rows_all.empty:
+        raise ValueError("robust_rl: the one-hot check's trace is empty")
+    out = {}
+    for variant, rows in rows_all.groupby("variant", sort=False):
+        final = rows.loc[rows.groupby("seed")["step"].idxmax()].sort_values("seed")
+        tail = rows[rows["step"] >= 0.9 * rows.groupby("seed")["step"].transform("max")]
+        out[str(variant)] = {
+            "onehot_q_error": final["q_error"].tolist(),
+            "onehot_q_rel_error": final["q_rel_error"].tolist(),
+            "onehot_q_rel_error_last_window_max": tail.groupby("seed")["q_rel_error"].max()
+            .sort_index().tolist(),
+            "onehot_theta_rel_change_last_window": (final["theta_change"] / final["theta_norm"]
+                                                    .clip(lower=1e-12)).tolist(),
+            "onehot_min_visits": final["min_visits"].astype(float).tolist(),
+        }
+    return out
+
+
+def discount_summary(gaps: pd.DataFrame, truth: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per (env, set, eps) of the tabular reductions: the span estimates ``H_hat`` over the
+    empirical models (min, mean, max), the raw discounts ``1 - eps / H_hat`` and the planning
+    (clamped) discounts (min, mean), how many of the models had their discount clamped, and the
+    true span ``Sp(h*)`` of the nominal model's robust bias."""
+    red = gaps[gaps["method"].str.startswith("reduction_eps")]
+    out = {}
+    for (env, set_label, eps), rows in red.groupby(["env", "set", "eps"], sort=False):
+        clamped = (rows["gamma"] != rows["gamma_raw"])
+        out[f"{env}/{set_label}/eps{eps:g}"] = {
+            "H_hat_min": float(rows["H_hat"].min()), "H_hat_mean": float(rows["H_hat"].mean()),
+            "H_hat_max": float(rows["H_hat"].max()),
+            "gamma_raw_min": float(rows["gamma_raw"].min()),
+            "gamma_raw_mean": float(rows["gamma_raw"].mean()),
+            "gamma_min": float(rows["gamma"].min()), "gamma_mean": float(rows["gamma"].mean()),
+            "clamped_models": int(clamped.sum()), "models": len(rows),
+            "true_span": float(truth[env][set_label]["span_h_star"]),
         }
     return out
 
@@ -161,6 +212,8 @@ def plot_fa_linear(trace: pd.DataFrame):
     """Exact robust gain of the greedy policy and parameter change over training."""
     import matplotlib.pyplot as plt
 
+    if "study" in trace.columns:
+        trace = trace[trace["study"] == "features"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for variant, rows in trace.groupby("variant", sort=False):
         stats = rows.groupby("step").agg(gain=("robust_gain", "mean"),

@@ -11,7 +11,8 @@ Sets and their duals (Iyengar 2005; Nilim & El Ghaoui 2005; Shi et al. 2023, Lem
 * total variation ``1/2 ||q - p||_1 <= rho``: move ``min(rho, 1 - p(argmin V))`` of mass from the
   highest values to ``argmin V`` (greedy form of ``max_a {p.min(V, a) - rho (a - min V)}``);
 * chi-square ``sum (q - p)^2 / p <= rho``: ``max_a {p.[V]_a - sqrt(rho Var_p([V]_a))}``;
-* KL ``KL(q || p) <= rho``: ``max_{lam >= 0} {-lam log sum p exp(-V / lam) - lam rho}``.
+* KL ``KL(q || p) <= rho``: ``max_{lam >= 0} {-lam log sum p exp(-V / lam) - lam rho}``, searched
+  on a bracket proved to hold the maximiser (:func:`kl_lambda_bracket`), with no fixed cap.
 
 Chi-square and KL balls cannot put mass outside the support of ``p``; TV and contamination can.
 That asymmetry is kept (empirical centres are never smoothed).
@@ -124,24 +125,53 @@ def sigma_chi2(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 30) -> 
     return np.maximum(vals.max(axis=-1), refined)
 
 
-def _kl_objective(p: np.ndarray, shifted: np.ndarray, lam: np.ndarray, radius: float) -> np.ndarray:
-    """``-lam log sum_s p(s) exp(-shifted(s) / lam) - lam rho`` with log-sum-exp (shifted >= 0
-    on the support of p, so the exponent is <= 0 and never overflows)."""
+def _kl_log_mgf(p: np.ndarray, shifted: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """``log sum_s p(s) exp(-shifted(s) / lam)`` for ``lam`` of shape ``(..., G)`` and rows
+    ``p``, ``shifted`` of shape ``(..., S)`` (``shifted >= 0`` on the support of ``p``).
+
+    Two forms, each where it is accurate: log-sum-exp when some exponent is large (small
+    ``lam``), and ``log1p(sum p expm1(-x / lam))`` when every exponent is below 1 in size (large
+    ``lam``: there the value is ``-p.V / lam + O(lam^-2)``, tiny, and the plain form would lose
+    it to rounding)."""
+    x = shifted[..., None, :] / lam[..., None]  # (..., G, S)
     with np.errstate(divide="ignore"):
-        logp = np.log(p)
-    z = logp - shifted / lam[..., None]
+        z = np.log(p)[..., None, :] - x
     zmax = z.max(axis=-1, keepdims=True)
     lse = zmax[..., 0] + np.log(np.sum(np.exp(z - zmax), axis=-1))
-    return -lam * lse - lam * radius
+    small = np.log1p(np.sum(p[..., None, :] * np.expm1(-x), axis=-1))
+    return np.where(x.max(axis=-1) < 1.0, small, lse)
 
 
-def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 30,
-             lam_range: tuple[float, float] = (1e-6, 1e3)) -> np.ndarray:
+def _kl_objective(p: np.ndarray, shifted: np.ndarray, lam: np.ndarray, radius: float) -> np.ndarray:
+    """``-lam log sum_s p(s) exp(-shifted(s) / lam) - lam rho`` for one ``lam`` per row."""
+    return -lam * _kl_log_mgf(p, shifted, lam[..., None])[..., 0] - lam * radius
+
+
+def kl_lambda_bracket(p: np.ndarray, shifted: np.ndarray, radius: float,
+                      rel_low: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """A bracket ``[lam_lo, lam_hi]`` per row that holds the maximiser of the KL dual.
+
+    Upper end, proved: by Jensen ``-lam log E_p exp(-V / lam) <= E_p V``, so the objective is at
+    most ``p.V - lam rho`` (``V`` shifted to minimum 0 on the support), which is negative, i.e.
+    below the ``lam -> 0`` limit 0, for every ``lam > p.V / rho``. No fixed cap is needed: at
+    ``rho -> 0`` the maximiser ``~ sqrt(Var_p(V) / (2 rho))`` grows without bound and the bracket
+    grows with it. Lower end: ``rel_low`` times the span; below it the objective differs from its
+    ``lam -> 0`` limit (a candidate that is always kept) by at most
+    ``lam (log(1 / p_min) + rho)``, which is ``<= 1e-9 span (log(1 / p_min) + rho)``."""
+    span = np.maximum(shifted.max(axis=-1), 1e-300)
+    lam_lo = rel_low * span
+    lam_hi = np.maximum(np.sum(p * shifted, axis=-1) / radius, lam_lo * 10.0)
+    return lam_lo, lam_hi
+
+
+def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 40,
+             grid_points: int = 40) -> np.ndarray:
     """KL dual ``max_{lam >= 0} {-lam log E_p exp(-V / lam) - lam rho}`` (Hu & Hong 2013).
 
     ``V`` is shifted by the minimum over the support of each row (translation equivariance), and
-    ``lam`` is searched on ``lam_range`` times the span of ``V`` in log scale: a 24-point grid,
-    then golden section between the grid neighbours of the best point (the objective is concave in
+    ``lam`` is searched in log scale on the bracket of :func:`kl_lambda_bracket` (its upper end
+    ``p.V / rho`` is proved to hold the maximiser, so no fixed cap): a ``grid_points`` grid, then
+    golden section between the grid neighbours of the best point (the objective is concave in
     ``lam``, hence unimodal in ``log lam``). The ``lam -> 0`` limit, the minimum over the support,
     is always a candidate; states with ``p(s) = 0`` carry no mass and are ignored.
     """
@@ -152,17 +182,12 @@ def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 30,
     low = np.where(support, V, np.inf).min(axis=-1)
     high = np.where(support, V, -np.inf).max(axis=-1)
     shifted = np.where(support, V - low[..., None], 0.0)
-    span = np.maximum(high - low, 1e-12)
-    log_lo = np.log(lam_range[0] * span)
-    log_hi = np.log(lam_range[1] * span)
-    ts = np.linspace(0.0, 1.0, 24)
-    grid = log_lo[..., None] + ts * (log_hi - log_lo)[..., None]  # (..., 40)
+    lam_lo, lam_hi = kl_lambda_bracket(p, shifted, radius)
+    log_lo, log_hi = np.log(lam_lo), np.log(lam_hi)
+    ts = np.linspace(0.0, 1.0, grid_points)
+    grid = log_lo[..., None] + ts * (log_hi - log_lo)[..., None]  # (..., G)
     lam = np.exp(grid)
-    with np.errstate(divide="ignore"):
-        z = np.log(p)[..., None, :] - shifted[..., None, :] / lam[..., None]  # (..., G, S)
-    zmax = z.max(axis=-1, keepdims=True)
-    lse = zmax[..., 0] + np.log(np.sum(np.exp(z - zmax), axis=-1))
-    vals = -lam * lse - lam * radius
+    vals = -lam * _kl_log_mgf(p, shifted, lam) - lam * radius
     k = vals.argmax(axis=-1)
     take = np.take_along_axis
     lo = take(grid, np.maximum(k - 1, 0)[..., None], axis=-1)[..., 0]
