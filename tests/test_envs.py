@@ -20,10 +20,11 @@ from icml25 import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOTS = {None: "data", "base": "data", "local": "data", "test": "data/test",
-              "paper": "data/paper"}
+              "paper": "data/paper", "medium": "data/medium"}
 STORES = {None: "sqlite:///mlflow.db", "base": "sqlite:///mlflow.db",
           "local": "sqlite:///mlflow.db", "test": "sqlite:///data/test/mlflow.db",
-          "paper": "sqlite:///data/paper/mlflow.db"}
+          "paper": "sqlite:///data/paper/mlflow.db",
+          "medium": "sqlite:///data/medium/mlflow.db"}
 #: parameters naming folders a run writes outside the catalog
 OUTPUT_PARAMS = (("functional_tom", "llm", "tiny_model_dir"), ("twa", "real", "save_dir"),
                  ("wavetoken", "train", "checkpoint_dir"), ("ctbench", "data", "cache"),
