@@ -49,7 +49,7 @@ def test_shards_of_another_seed_list_protocol_or_variant_are_refused():
     with pytest.raises(ValueError, match=r"\(rot_rot\) hold seeds \[7, 3, 11, 0\], the seed list of"):
         nodes.merge_scores(PARAMS, missing, shards[1], variant="steer_tf")
     with pytest.raises(ValueError, match=r"protocols \['rot_rot'\] the parameters do not run"):
-        nodes.merge_scores(PARAMS, *(s.assign(variant="cnn_3d") for s in shards),
-                           variant="cnn_3d")
+        nodes.merge_scores(PARAMS | {"protocols_3d": ["up_rot"]},
+                           *(s.assign(variant="cnn_3d") for s in shards), variant="cnn_3d")
     with pytest.raises(ValueError, match=r"hold scores of \['steer_tf'\]"):
         nodes.merge_scores(PARAMS, *shards, variant="cnn")
