@@ -160,3 +160,53 @@ def test_parameter_model_names_the_full_key(path, value, message):
     node[path[-1]] = value
     with pytest.raises(ParameterError, match=message):
         validate_parameters(AcornParams, bad, "acorn")
+
+
+ANSWER_TABLE = [
+    # (task, answer text, label read back; NaN = refused)
+    ("doppler", "+3%", 3.0),
+    ("doppler", "3.4 %", 3.4),
+    ("doppler", "3.4%", 3.4),
+    ("doppler", "The frequency shifted by \u22123.41%; the source is receding.", -3.41),
+    ("doppler", "shifted by \u20132.5 percent", -2.5),
+    ("doppler", "3e-1 %", 0.3),
+    ("doppler", "2.5 per cent, approaching", 2.5),
+    ("doppler", "3.4%; the source is receding", -3.4),  # unsigned: sign from the motion word
+    ("doppler", "+3.4%; the source is receding", float("nan")),  # contradicts itself
+    ("doppler", "minus three point four percent", -3.4),
+    ("doppler", "It is three percent higher.", 3.0),
+    ("doppler", "3,4 %", 3.4),  # decimal comma
+    ("doa", "-2.5 samples", -2.5),
+    ("doa", "-2.5samples", -2.5),
+    ("doa", "The delay is 4.3 samples; the source is on the left.", 4.3),
+    ("doa", "2 samples, on the right", -2.0),
+    ("doa", "a delay of 1 sample", 1.0),
+    ("doa", "\u22127 samples", -7.0),
+    ("doa", "twenty-one samples", 21.0),
+    ("doa", "negative two samples", -2.0),
+    ("doa", "+3 samples, right", float("nan")),
+    ("range", "1.27m", 1.27),
+    ("range", "1.27 m", 1.27),
+    ("range", "127 cm", 1.27),
+    ("range", "1,250.5 mm", 1.2505),
+    ("range", "three metres", 3.0),
+    ("range", "2.5 meters away", 2.5),
+    ("range", "3", 3.0),  # one bare number: the task's unit
+    ("range", "between 2 and 3", float("nan")),  # two bare numbers: refused
+    ("range", "4 metres, not 5 m", 4.0),  # the first number with a unit
+    ("los", "Yes.", 1.0),
+    ("los", "no, it is blocked", 0.0),
+    ("los", "Nobody knows", float("nan")),
+    ("multipath", "Strong.", 2.0),
+    ("multipath", "weak reverberation", 1.0),
+    ("multipath", "nonexistent", float("nan")),
+]
+
+
+@pytest.mark.parametrize(("task", "text", "expected"), ANSWER_TABLE)
+def test_answer_parser_reads_the_usual_ways_to_write_numbers(task, text, expected):
+    got = parse_answer(task, text)
+    if np.isnan(expected):
+        assert np.isnan(got)
+    else:
+        assert got == pytest.approx(expected, abs=1e-12)

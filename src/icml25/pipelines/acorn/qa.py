@@ -47,9 +47,6 @@ QUESTIONS = {
     ),
 }
 
-_NUMBER = r"(-?\d+(?:\.\d+)?)"
-
-
 def question(task: str, template: int, source: str = "", rest_hz: float = 0.0) -> str:
     """The question text of ``task`` with paraphrase ``template``."""
     text = QUESTIONS[task][template % len(QUESTIONS[task])]
@@ -74,19 +71,124 @@ def answer(task: str, label: float) -> str:
 
 
 def parse_answer(task: str, text: str) -> float:
-    """The label read back from an answer; NaN when the text cannot be parsed."""
+    """The label read back from an answer; NaN when the text cannot be parsed.
+
+    Classification: "Yes"/"No" (LOS) and "none"/"weak"/"strong" (multipath) as the first word,
+    any case and trailing punctuation. Regression: the first number that carries the task's unit
+    (Doppler ``%``, ``percent``, ``per cent``; DoA ``sample(s)``; range ``m``, ``metre(s)``,
+    ``meter(s)``, ``cm``, ``mm``, converted to metres), with or without a space before the unit;
+    without any number+unit, a text holding exactly one number is read as that number in the
+    task's unit. A number is digits (``3``, ``3.4``, ``.5``, ``3e-1``, ``1,250.5``; ``3,4``
+    is a decimal comma unless exactly three digits follow the comma) or English number words
+    (``three``, ``minus two point five``, ``twenty-one``: integers below a thousand, decimals
+    spoken digit by digit after ``point``), signed by ``+``, ``-``, the unicode minus
+    ``−``, an en dash, ``plus``, ``minus`` or ``negative``. An unsigned Doppler shift takes its
+    sign from "approaching"/"higher" (+) or "receding"/"lower" (−), an unsigned delay from
+    "left" (+) or "right" (−); an explicit sign that contradicts those words gives NaN (the
+    answer contradicts itself).
+    """
     if task == "los":
-        t = text.strip().lower()
-        return 1.0 if t.startswith("yes") else 0.0 if t.startswith("no") else float("nan")
+        word = _first_word(text)
+        return 1.0 if word == "yes" else 0.0 if word == "no" else float("nan")
     if task == "multipath":
-        t = text.strip().lower()
-        return float(MULTIPATH_CLASSES.index(t)) if t in MULTIPATH_CLASSES else float("nan")
-    pattern = {"doppler": rf"shifted by {_NUMBER}%", "doa": rf"delay is {_NUMBER} samples",
-               "range": rf"is {_NUMBER} m away"}.get(task)
-    if pattern is None:
+        word = _first_word(text)
+        return float(MULTIPATH_CLASSES.index(word)) if word in MULTIPATH_CLASSES else float("nan")
+    if task not in _UNITS:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
-    match = re.search(pattern, text)
-    return float(match.group(1)) if match else float("nan")
+    norm = _normalise(text)
+    numbers = list(_NUMBER_RE.finditer(norm))
+    value, signed = None, False
+    for match in numbers:
+        unit = _UNITS[task].match(norm, match.end())
+        if unit:
+            value, signed = _number_value(match), _has_sign(match)
+            value *= _SCALE.get(unit.group(1), 1.0)
+            break
+    if value is None:
+        if len(numbers) != 1:
+            return float("nan")
+        value, signed = _number_value(numbers[0]), _has_sign(numbers[0])
+    hint = _sign_hint(task, norm)
+    if hint and value != 0.0:
+        if not signed:
+            value = abs(value) * hint
+        elif np.sign(value) != hint:
+            return float("nan")
+    return float(value)
+
+
+_UNITS = {
+    "doppler": re.compile(r"\s?(%|percent\b|per\s?cent\b|pct\b)"),
+    "doa": re.compile(r"\s?(samples?\b|smp\b)"),
+    "range": re.compile(r"\s?(mm\b|millimet(?:re|er)s?\b|cm\b|centimet(?:re|er)s?\b|m\b|"
+                        r"met(?:re|er)s?\b)"),
+}
+_SCALE = {"mm": 1e-3, "cm": 1e-2, **{f"{p}{s}": f for p, f in (("millimet", 1e-3),
+                                                               ("centimet", 1e-2))
+                                     for s in ("re", "er", "res", "ers")}}
+_ONES = {w: i for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen"))}
+_TENS = {w: 10 * (i + 2) for i, w in enumerate((
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"))}
+_DIGIT = "|".join(sorted(_ONES, key=len, reverse=True))
+_TEN = "|".join(_TENS)
+_CARDINAL = (rf"(?:(?:{_DIGIT})\s+hundred(?:\s+(?:and\s+)?)?)?"
+             rf"(?:(?:{_TEN})(?:[-\s](?:{_DIGIT}))?|(?:{_DIGIT}))|(?:{_DIGIT})\s+hundred")
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])(?P<sign>[+-]|(?:plus|minus|negative)\s+)?\s*(?:"
+    r"(?P<digits>\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d*)?|\d+(?:[.,]\d*)?|\.\d+)"
+    r"(?P<exp>e[+-]?\d+)?"
+    rf"|\b(?P<words>(?:{_CARDINAL})(?:\s+point(?:\s+(?:{_DIGIT}))+)?)\b)")
+
+
+def _first_word(text: str) -> str:
+    match = re.match(r"\s*([a-z]+)", text.lower())
+    return match.group(1) if match else ""
+
+
+def _normalise(text: str) -> str:
+    """Lower case, unicode minus / dashes to ``-``, non-breaking and thin spaces to spaces."""
+    table = {"\u2212": "-", "\u2013": "-", "\u2012": "-", "\ufe63": "-", "\uff0d": "-",
+             "\u00a0": " ", "\u2009": " ", "\u202f": " "}
+    return "".join(table.get(c, c) for c in text.lower())
+
+
+def _has_sign(match: re.Match) -> bool:
+    return bool(match.group("sign"))
+
+
+def _words_value(words: str) -> float:
+    whole, _, frac = words.partition(" point ")
+    total, parts = 0, re.split(r"[-\s]+", whole.replace(" and ", " "))
+    for word in parts:
+        if word == "hundred":
+            total *= 100
+        else:
+            total += _ONES.get(word, _TENS.get(word, 0))
+    digits = "".join(str(_ONES[w]) for w in frac.split())
+    return float(f"{total}.{digits}") if digits else float(total)
+
+
+def _number_value(match: re.Match) -> float:
+    if match.group("digits") is not None:
+        digits = match.group("digits")
+        digits = digits.replace(",", "") if "." in digits or re.search(
+            r",\d{3}(?!\d)", digits) else digits.replace(",", ".")
+        value = float(digits.rstrip(".") + (match.group("exp") or ""))
+    else:
+        value = _words_value(re.sub(r"\s+", " ", match.group("words")))
+    sign = (match.group("sign") or "").strip()
+    return -value if sign in ("-", "minus", "negative") else value
+
+
+def _sign_hint(task: str, text: str) -> int:
+    """+1 / −1 from the direction words of an answer (0: none or both)."""
+    pos, neg = {"doppler": (r"\b(approaching|higher|raised|up)\b", r"\b(receding|lower|down)\b"),
+                "doa": (r"\bleft\b", r"\bright\b")}.get(task, ("$^", "$^"))
+    up, down = bool(re.search(pos, text)), bool(re.search(neg, text))
+    return 1 if up and not down else -1 if down and not up else 0
 
 
 def answer_decimals(task: str) -> int:
