@@ -85,8 +85,9 @@ def test_variable_length_series_are_nan_padded():
 def test_bad_data_is_refused_with_clear_errors():
     X = np.random.default_rng(0).normal(size=(8, 12))
     y = np.array(["a", "b"] * 4)
-    with pytest.raises(ValueError, match="3 channels; SoftShape here is univariate"):
-        build_dataset("mv", X.reshape(8, 1, 12).repeat(3, 1), y, X[:2], y[:2])
+    with pytest.raises(ValueError, match="different channel counts"):
+        build_dataset("mixed", X.reshape(8, 1, 12).repeat(3, 1), y,
+                      X[:2].reshape(2, 1, 12).repeat(2, 1), y[:2])
     with pytest.raises(ValueError, match="1 class"):
         build_dataset("one", X, np.array(["a"] * 8), X[:2], np.array(["a", "a"]))
     with pytest.raises(ValueError, match=r"test classes \['c'\] never occur"):
@@ -110,8 +111,6 @@ def test_shipped_ucr_sets_load_offline_and_unshipped_ones_are_refused():
     assert gp.n_classes == 2 and not np.isnan(gp.X).any()
     with pytest.raises(ValueError, match="not shipped"):
         load_ucr("Coffee")
-    with pytest.raises(ValueError, match="univariate"):
-        load_ucr("BasicMotions")
     wii = load_ucr("PickupGestureWiimoteZ")  # variable length -> NaN-padded
     assert wii.variable_length and np.isnan(wii.X).any()
     (fold,) = make_folds(wii, "original", 5, [0], 0)
@@ -129,3 +128,36 @@ def test_cbf_has_balanced_classes_and_true_windows():
     assert inside[data.y == 0].mean() > 4  # cylinder: plateau of height 6 + eta
     with pytest.raises(ValueError, match=r"cbf\.n"):
         make_cbf(3, 128, np.random.default_rng(0))
+
+
+def test_multichannel_sets_load_as_n_c_t_and_are_filled_and_normalised_per_channel():
+    bm = load_ucr("BasicMotions")  # UEA set shipped inside aeon: 6 channels, 40/40, T 100
+    assert bm.X.shape == (80, 6, 100) and bm.n_channels == 6 and bm.n_classes == 4
+    assert int(bm.original_test.sum()) == 40 and not bm.variable_length
+    (fold,) = make_folds(bm, "original", 5, [0], 0)
+    Z = fill_and_normalise(bm.X, fold.train)
+    np.testing.assert_allclose(Z.mean(axis=-1), 0, atol=1e-6)
+    assert np.all(np.isclose(Z.std(axis=-1), 1, atol=1e-6) | np.isclose(Z.std(axis=-1), 0))
+    jv = load_ucr("JapaneseVowels")  # 12 channels, variable length 7..29 -> NaN-padded
+    assert jv.X.ndim == 3 and jv.X.shape[1] == 12 and jv.variable_length
+    assert np.isnan(jv.X).any()
+    (fold,) = make_folds(jv, "original", 5, [0], 0)
+    assert np.isfinite(fill_and_normalise(jv.X, fold.train)).all()
+
+
+def test_multichannel_nan_fill_uses_training_means_of_each_channel_and_step():
+    X = np.arange(2 * 2 * 3, dtype=float).reshape(2, 2, 3) + 1.0
+    X = np.concatenate([X, np.full((1, 2, 3), np.nan)])  # series 2: all NaN, filled
+    X[2, 1, 0] = 100.0
+    out = fill_and_normalise(X, np.array([0, 1]))
+    filled = np.array(X)
+    filled[2, 0] = X[:2, 0].mean(axis=0)
+    filled[2, 1, 1:] = X[:2, 1, 1:].mean(axis=0)
+    z = (filled - filled.mean(-1, keepdims=True)) / filled.std(-1, keepdims=True)
+    np.testing.assert_allclose(out, z)
+
+
+def test_ragged_multichannel_series_are_padded_on_the_time_axis():
+    X, variable = nan_pad([np.ones((3, 4)), np.ones((3, 6))])
+    assert variable and X.shape == (2, 3, 6) and np.isnan(X[0, :, 4:]).all()
+    assert not np.isnan(X[1]).any()

@@ -11,8 +11,10 @@ import torch
 from icml25.pipelines.softshape.classifiers import (
     TrainSettings,
     accuracy,
+    fit_fcn,
     fit_softshape,
     predict_logits,
+    softshape_outputs,
 )
 from icml25.pipelines.softshape.model import (
     FCN,
@@ -194,3 +196,54 @@ def test_same_seed_gives_identical_logits_and_fcn_shapes():
               for _ in range(2)]
     torch.testing.assert_close(logits[0], logits[1], rtol=0, atol=0)
     assert FCN(1, 3)(torch.randn(2, 1, 64)).shape == (2, 3)
+
+
+def test_sparsifying_layer_is_the_first_with_a_positive_rate():
+    assert SoftShape(SoftShapeConfig(64, 16, 4, 3)).sparsifying_layer == 1  # rates [0, 0.5]
+    assert SoftShape(SoftShapeConfig(64, 16, 4, 3, depth=3)).sparsifying_layer == 1
+    assert SoftShape(SoftShapeConfig(64, 16, 4, 3, sparse_rate=0.0)).sparsifying_layer is None
+
+
+def test_outputs_score_the_sparsifying_layer_and_report_the_balance_loss():
+    X, y = _cbf(12, seed=1)
+    torch.manual_seed(0)
+    model = SoftShape(SoftShapeConfig(64, 16, 4, 3))
+    out = softshape_outputs(model, X, warm=False)
+    with torch.no_grad():
+        model.eval()
+        _, aux, info = model(torch.as_tensor(X).unsqueeze(1), warm=False)
+    np.testing.assert_allclose(out.scores, info.scores[1].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out.first_layer_scores, info.scores[0].numpy(), rtol=1e-6)
+    assert not np.allclose(out.scores, out.first_layer_scores)
+    # untrained zero router: every token on expert 0, aux = 2 K = 6 (the known answer above)
+    assert out.balance_loss == pytest.approx(float(aux)) == pytest.approx(6.0, abs=1e-4)
+    none = softshape_outputs(SoftShape(SoftShapeConfig(64, 16, 4, 3, sparse_rate=0.0)), X,
+                             warm=False)
+    assert none.scores is None and none.balance_loss == 0.0
+
+
+def test_training_logs_the_balance_loss_of_every_epoch():
+    X, y = _cbf(12, seed=2)
+    settings = TrainSettings(epochs=4, warm_up=2, patience=4)
+    fit = fit_softshape(X, y, X, y, SoftShapeConfig(64, 16, 4, 3), settings, 0, 12)
+    assert len(fit.balance_loss) == fit.epochs_run == 4
+    assert fit.balance_loss[:2] == [0.0, 0.0]  # warm-up: no layer sparsifies, no MoE call
+    assert all(0.0 < v <= 6.0 + 1e-4 for v in fit.balance_loss[2:])  # aux in (0, 2K]
+    logged = [h["balance_loss"] for h in fit.history if "balance_loss" in h]
+    assert logged == fit.balance_loss
+
+
+def test_multichannel_input_trains_softshape_and_fcn():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 3, 64)).astype(np.float32)
+    y = np.arange(12) % 2
+    X[y == 1, 2, 20:40] += 3.0  # the class shows in channel 2 only
+    settings = TrainSettings(epochs=2, warm_up=1, patience=2)
+    config = SoftShapeConfig(64, 16, 4, 2, in_channels=3)
+    fit = fit_softshape(X, y, X, y, config, settings, 0, 12)
+    out = softshape_outputs(fit.model, X, warm=False)
+    assert out.predictions.shape == (12,) and out.scores.shape == (12, config.n_tokens)
+    assert fit.model.embed.weight.shape[1] == 3
+    fcn = fit_fcn(X, y, X, y, 2, settings, 0, 12).model
+    assert fcn.body[0].in_channels == 3
+    assert predict_logits(fcn, X).shape == (12, 2)

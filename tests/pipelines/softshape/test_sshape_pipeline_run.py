@@ -40,8 +40,8 @@ def test_softshape_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
         assert {k for k in metrics["metrics"][variant] if not k.endswith("_std")} == names
     soft = metrics["metrics"]["softshape"]
     for name in ("acc/GunPoint", "acc/ItalyPowerDemand", "acc/CBF", "mean_acc", "avg_rank",
-                 "train_seconds", "infer_seconds", "cbf_score_ratio", "cbf_score_ratio_layer2",
-                 "expert_max_share"):
+                 "train_seconds", "infer_seconds", "cbf_score_ratio", "cbf_score_ratio_layer1",
+                 "expert_max_share", "moe_balance_loss", "moe_balance_loss_train"):
         assert _finite(soft[name]), name
     assert 0.0 <= soft["mean_acc"] <= 1.0
     assert len(metrics["per_seed"]["softshape"]["mean_acc"]) == 2  # test seeds [0, 1]
@@ -103,6 +103,15 @@ def test_softshape_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert children["hard"].data.tags["icml25.role"] == "ablation"
     assert children["mini_rocket"].data.tags["icml25.role"] == "baseline"
     assert "expert_max_share/GunPoint" in children["softshape/expert load"].data.metrics
+    # the MoE balance loss: one curve per data set and seed, 0 in the warm-up epoch
+    balance = children["softshape/balance loss"]
+    assert "balance_loss_test/GunPoint/fold0/seed0" in balance.data.metrics
+    curve = mlflow.tracking.MlflowClient().get_metric_history(
+        balance.info.run_id, "balance_loss/GunPoint/fold0/seed0")
+    by_step = {m.step: m.value for m in curve}
+    assert by_step[1] == 0.0 and all(v > 0 for s, v in by_step.items() if s > 1)
+    assert len(by_step) == results[(results["dataset"] == "GunPoint")
+                                   & (results["seed"] == 0)]["epochs_run"].iloc[0]
 
 
 def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
@@ -142,12 +151,21 @@ def test_base_parameters_validate():
     validate_parameters(SoftshapeParams, _base_params(), "softshape")
 
 
+def test_shape_sizes_follow_the_authors_table():
+    """The authors' per-data-set table (a fixed size, or a ratio of the length for OSULeaf);
+    CBF's entry there is 32."""
+    sizes = _base_params()["model"]["shape_sizes"]
+    assert sizes == {"ArrowHead": 16, "GunPoint": 32, "ItalyPowerDemand": 4, "OSULeaf": 0.1,
+                     "ACSF1": 64, "PLAID": 4, "PickupGestureWiimoteZ": 4, "CBF": 32}
+
+
 def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
     """conf/paper's choices (5-fold merged protocol, paper-era batches, every ablation, Rocket,
-    a variable-length set) on tiny sizes and the CPU."""
+    a variable-length set) on tiny sizes and the CPU, with a multichannel set shipped inside
+    aeon (BasicMotions, 6 channels) beside the univariate one."""
     run_pipeline("softshape", env="paper", params={"softshape": {
         "seeds": [0], "device": "cpu", "num_threads": 1, "progress": False,
-        "datasets": ["PickupGestureWiimoteZ"],
+        "datasets": ["PickupGestureWiimoteZ", "BasicMotions"],
         "cbf": {"n": 30, "length": 64},
         "protocol": {"folds_to_run": [0, 1]},
         "train": {"epochs": 2, "warm_up": 1, "patience": 2, "batch_mode": "paper"},
@@ -164,10 +182,14 @@ def test_paper_code_path_runs_on_cpu_at_tiny_size(kedro_project, run_pipeline):
                                        "no_sparsify", "mean_pool", "mini_rocket", "rocket",
                                        "nn_dtw"}
     assert _finite(metrics["metrics"]["softshape"]["acc/PickupGestureWiimoteZ"])
+    for variant in ("softshape", "mini_rocket", "rocket", "nn_dtw"):
+        assert _finite(metrics["metrics"][variant]["acc/BasicMotions"]), variant
     results = _method_results(kedro_project, "data/paper")
     assert sorted(set(results["fold"])) == [0, 1]  # two folds of the merged 5-fold protocol
     # fold sizes of the merged protocol: 60/20/20 of the 100 PickupGestureWiimoteZ series
     wii = results[results["dataset"] == "PickupGestureWiimoteZ"].iloc[0]
     assert (wii["n_train"], wii["n_val"], wii["n_test"]) == (60, 20, 20)
+    motions = results[results["dataset"] == "BasicMotions"].iloc[0]  # 80 series, m 16, q 4
+    assert (motions["n_train"], motions["n_test"], motions["n_shapes"]) == (48, 16, 22)
     claims = json.loads((out / "claims.json").read_text())
     assert claims["run"]["env"] == "paper" and claims["n_claims"] == 1

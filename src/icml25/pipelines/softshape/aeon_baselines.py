@@ -1,6 +1,7 @@
 """The library baselines, used as aeon ships them (not rewritten): MiniRocket, Rocket and
 1-NN DTW (full window). Inputs are the room's prepared (n, T) arrays, reshaped to aeon's
-(n, 1, T) collection format.
+(n, 1, T) collection format, or (n, C, T) multichannel arrays, passed as they are (aeon's
+MiniRocket, Rocket and DTW take several channels).
 """
 
 from __future__ import annotations
@@ -39,11 +40,21 @@ def make_estimator(name: str, seed: int, n_jobs: int = 1):
 
 def fit_predict(name: str, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray,
                 seed: int, n_jobs: int = 1) -> BaselineOutput:
-    """Fit on (n, T) training series, predict the test series; times both steps."""
+    """Fit on (n, T) or (n, C, T) training series, predict the test series; times both."""
     est = make_estimator(name, seed, n_jobs)
     start = time.perf_counter()
-    est.fit(np.asarray(X_train, dtype=float)[:, None, :], np.asarray(y_train))
+    est.fit(_collection(X_train), np.asarray(y_train))
     fitted = time.perf_counter()
-    pred = est.predict(np.asarray(X_test, dtype=float)[:, None, :])
+    pred = est.predict(_collection(X_test))
     done = time.perf_counter()
     return BaselineOutput(np.asarray(pred).astype(np.int64), fitted - start, done - fitted)
+
+
+def _collection(X: np.ndarray) -> np.ndarray:
+    """aeon's (n, C, T) collection format from (n, T) or (n, C, T) arrays."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim == 2:
+        return X[:, None, :]
+    if X.ndim != 3:
+        raise ValueError(f"series: expected (n, T) or (n, C, T), got shape {X.shape}")
+    return X

@@ -53,6 +53,10 @@ class FitResult:
     train_seconds: float
     last_state: dict[str, torch.Tensor]
     history: list[dict[str, float]] = field(default_factory=list)
+    steps_per_epoch: int = 1
+    #: SoftShape only: the MoE balance loss (aux, step 7) of every training epoch, the mean over
+    #: its batches; 0 in the warm-up epochs, where no layer sparsifies and the MoE is not called
+    balance_loss: list[float] = field(default_factory=list)
 
 
 def batch_size_for(settings: TrainSettings, n_train: int, n_total: int) -> int:
@@ -64,7 +68,13 @@ def batch_size_for(settings: TrainSettings, n_train: int, n_total: int) -> int:
 
 
 def _tensor(X: np.ndarray) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(X, dtype=np.float32)).unsqueeze(1)
+    """(n, T) univariate or (n, C, T) multichannel series -> a (n, C, T) float tensor."""
+    x = torch.as_tensor(np.asarray(X, dtype=np.float32))
+    if x.ndim == 2:
+        return x.unsqueeze(1)
+    if x.ndim != 3:
+        raise ValueError(f"series: expected (n, T) or (n, C, T), got shape {tuple(x.shape)}")
+    return x
 
 
 def _fit(
@@ -115,7 +125,8 @@ def _fit(
     result = train(model, optimizer, batch_fn, loss_fn, config, eval_fn=eval_fn, device=device)
     best_epoch = (result.best_step or chunks) // chunks  # 1-based epoch count
     return FitResult(model, best_epoch, result.steps_done // chunks,
-                     best_epoch <= warm_up, result.seconds, last["state"], result.history)
+                     best_epoch <= warm_up, result.seconds, last["state"], result.history,
+                     chunks)
 
 
 def predict_logits(model: nn.Module, X: np.ndarray, warm: bool = False, batch: int = 512,
@@ -143,14 +154,24 @@ def fit_softshape(
     """Train one SoftShape network (CE + moe_loss_rate * aux; warm-up = no sparsification)."""
     seed_everything(seed)
     model = SoftShape(config)
+    aux_per_step: list[float] = []
 
     def loss_of(net, x, y, warm):
         logits, aux, _ = net(x, warm=warm)
+        aux_per_step.append(float(aux.detach()))
         return F.cross_entropy(logits, y) + settings.moe_loss_rate * aux
 
     bs = batch_size_for(settings, len(y_tr), n_total)
-    return _fit(model, loss_of, X_tr, y_tr, X_va, y_va, settings, seed, bs, progress, desc,
-                warm_up=settings.warm_up)
+    fit = _fit(model, loss_of, X_tr, y_tr, X_va, y_va, settings, seed, bs, progress, desc,
+               warm_up=settings.warm_up)
+    per_epoch = [float(np.mean(aux_per_step[i: i + fit.steps_per_epoch]))
+                 for i in range(0, len(aux_per_step), fit.steps_per_epoch)]
+    fit.balance_loss = per_epoch
+    for entry in fit.history:  # the loop logs once per epoch: add that epoch's balance loss
+        epoch = int(entry["step"]) // fit.steps_per_epoch
+        if "train_loss" in entry and 1 <= epoch <= len(per_epoch):
+            entry["balance_loss"] = per_epoch[epoch - 1]
+    return fit
 
 
 def fit_fcn(
@@ -160,7 +181,7 @@ def fit_fcn(
 ) -> FitResult:
     """Train the FCN baseline with the same loop, optimiser and model selection (no warm-up)."""
     seed_everything(seed)
-    model = FCN(1, n_classes)
+    model = FCN(_tensor(X_tr[:1]).shape[1], n_classes)
 
     def loss_of(net, x, y, warm):
         return F.cross_entropy(net(x), y)
@@ -177,26 +198,30 @@ class SoftShapeOutput:
     predictions: np.ndarray
     seconds: float
     expert_load: np.ndarray  # tokens per expert on the test set, post-warm-up routing
-    scores: np.ndarray  # (n, M) layer-1 scores: one per embedded input shape
-    sparsifying_layer_scores: np.ndarray  # (n, M) scores of layer 2 (before its sparsification)
+    #: (n, M) scores of the sparsifying layer (step 6: the scores that choose the kept shapes
+    #: and weight the merged one), before its sparsification; None when no layer sparsifies
+    scores: np.ndarray | None
+    first_layer_scores: np.ndarray  # (n, M) layer-1 scores, on the embedded input shapes
+    balance_loss: float  # the MoE balance loss (aux) of the test forward, post-warm-up routing
 
 
 def softshape_outputs(model: SoftShape, X: np.ndarray, warm: bool,
                       batch: int = 512) -> SoftShapeOutput:
-    """Predictions (in the mode of the selected epoch), expert load and shape scores.
+    """Predictions (in the mode of the selected epoch), expert load, balance loss and scores.
 
-    The interpretability map uses the layer-1 scores: they are the only ones computed on the
-    embedded input shapes themselves. In layer 2 every token has already passed the shared
-    Inception expert, whose kernels (39, 19, 9) span the whole shape sequence of short series,
-    so its scores are no longer tied to one position (measured on CBF: nearly constant).
+    The interpretability map is the sparsifying layer's scores, as the method defines it: the
+    contribution scores by which soft shape sparsification keeps the top shapes and merges the
+    rest (layer 2 of the default schedule). The layer-1 scores are returned beside them.
 
-    The expert load is measured with the post-warm-up routing (the only mode that calls the
-    MoE), so it is reported even when the selected epoch lies in the warm-up.
+    The expert load, the balance loss and the scores are measured with the post-warm-up
+    routing (the only mode that sparsifies and calls the MoE), so they are reported even when
+    the selected epoch lies in the warm-up. The balance loss of several test chunks is their
+    mean weighted by chunk size.
     """
     device = next(model.parameters()).device
     x = _tensor(X).to(device)
     model.eval()
-    preds, loads, scores, first = [], [], [], []
+    preds, loads, scores, first, aux = [], [], [], [], []
     start_t = time.perf_counter()
     with torch.no_grad():
         for start in range(0, len(x), batch):
@@ -205,16 +230,20 @@ def softshape_outputs(model: SoftShape, X: np.ndarray, warm: bool,
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start_t
-    layer = min(1, model.config.depth - 1)
+    layer = model.sparsifying_layer
     with torch.no_grad():
         for start in range(0, len(x), batch):
-            _, _, info = model(x[start: start + batch], warm=False)
+            chunk = x[start: start + batch]
+            _, chunk_aux, info = model(chunk, warm=False)
             loads.append(info.load.cpu())
+            aux.append(float(chunk_aux) * len(chunk))
             first.append(info.scores[0].cpu())
-            scores.append(info.scores[layer].cpu())
+            if layer is not None:
+                scores.append(info.scores[layer].cpu())
     return SoftShapeOutput(torch.cat(preds).numpy(), seconds,
-                           torch.stack(loads).sum(0).numpy(), torch.cat(first).numpy(),
-                           torch.cat(scores).numpy())
+                           torch.stack(loads).sum(0).numpy(),
+                           torch.cat(scores).numpy() if scores else None,
+                           torch.cat(first).numpy(), float(sum(aux) / len(x)))
 
 
 def accuracy(pred: np.ndarray, y: np.ndarray) -> float:

@@ -1,6 +1,7 @@
 """The paper's metrics from the result rows: accuracy per data set, mean
 accuracy, average rank, wins/ties/losses, Wilcoxon signed-rank p-value (>= 5 data sets),
-train/inference time, expert load and the CBF interpretability ratio.
+train/inference time, expert load, the MoE balance loss and the CBF interpretability ratio
+(on the sparsifying layer's scores).
 
 Every variant reports the same metric names (NaN where a variant did not run on a set), as a
 list over its seeds, which :mod:`icml25.core.claims` pairs seed by seed; ``dataset_units`` gives
@@ -78,9 +79,18 @@ def variant_metrics(results: pd.DataFrame, datasets: list[str], ablation_dataset
             m["expert_max_share"] = list(_per_seed(rows, "expert_max_share").values())
         else:
             m["expert_max_share"] = [np.nan]
+        # the MoE balance loss (aux = cv²(importance) + cv²(load), in [0, 2K]), mean over data
+        # sets: on the test set and over the post-warm-up training epochs
+        for metric, column in (("moe_balance_loss", "balance_loss_test"),
+                               ("moe_balance_loss_train", "balance_loss_train")):
+            if column in rows and rows[column].notna().any():
+                m[metric] = list(_per_seed(rows, column).values())
+            else:
+                m[metric] = [np.nan]
         cbf = rows[rows["dataset"] == "CBF"]
+        # cbf_score_ratio: the sparsifying layer's scores (the claim); layer 1 beside it
         for metric, column in (("cbf_score_ratio", "score_ratio"),
-                               ("cbf_score_ratio_layer2", "score_ratio_layer2")):
+                               ("cbf_score_ratio_layer1", "score_ratio_layer1")):
             if column in rows and len(cbf) and cbf[column].notna().any():
                 m[metric] = list(_per_seed(cbf, column).values())
             else:
@@ -126,8 +136,11 @@ def summarise(results: pd.DataFrame, datasets: list[str]) -> dict[str, Any]:
     for name, rows in soft.groupby("dataset", sort=False):
         loads = [json.loads(x) for x in rows["expert_load"]]
         shares = [np.asarray(x, dtype=float) / max(sum(x), 1) for x in loads]
+        balance = (rows["balance_loss_test"].astype(float).tolist()
+                   if "balance_loss_test" in rows else [])
         load_summary[str(name)] = {
             "per_run": loads,
+            "balance_loss_per_run": balance,
             "mean_share": np.mean(shares, axis=0).tolist(),
             "runs_on_one_expert": int(sum(s.max() >= 1.0 for s in shares)),
             "n_runs": len(loads),

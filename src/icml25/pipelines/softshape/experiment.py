@@ -4,7 +4,8 @@ A *prepared* data set is a dict with the z-normalised series of one fold (``X``,
 labels, the fold's index arrays, the shape size and stride of the data set and, for CBF, the
 true event windows. The runners return one row per (data set, fold, seed) with the test
 accuracy and the timings; SoftShape rows add the expert load and, on sets with known windows,
-the interpretability ratio.
+the interpretability ratio. A prepared ``X`` is (n, T) for univariate sets and (n, C, T) for
+multichannel ones.
 """
 
 from __future__ import annotations
@@ -107,8 +108,10 @@ def run_softshape_variant(
         X_tr, y_tr = _split(ds, "train")
         X_va, y_va = _split(ds, "val")
         X_te, y_te = _split(ds, "test")
-        config = SoftShapeConfig(seq_len=ds["X"].shape[1], shape_size=ds["shape_size"],
-                                 stride=ds["stride"], n_classes=ds["n_classes"], **flags)
+        X = ds["X"]
+        config = SoftShapeConfig(seq_len=X.shape[-1], shape_size=ds["shape_size"],
+                                 stride=ds["stride"], n_classes=ds["n_classes"],
+                                 in_channels=1 if X.ndim == 2 else X.shape[1], **flags)
         fit = fit_softshape(X_tr, y_tr, X_va, y_va, config, settings, seed, len(ds["y"]),
                             progress=progress, desc=f"{variant} {ds['name']} s{seed}")
         out = softshape_outputs(fit.model, X_te, warm=fit.best_in_warm_up)
@@ -116,15 +119,17 @@ def run_softshape_variant(
         fit.model.load_state_dict(fit.last_state)
         last_pred = predict_logits(fit.model, X_te, warm=False).argmax(-1).numpy()
         fit.model.load_state_dict(best_state)
-        ratio = ratio2 = float("nan")
+        ratio = ratio1 = float("nan")
         if ds["windows"] is not None:
             windows = ds["windows"][ds["test"]]
-            args = (ds["X"].shape[1], config.shape_size, config.stride)
-            ratio = window_score_ratio(
-                scores_to_time(torch.as_tensor(out.scores), *args).numpy(), windows)
-            ratio2 = window_score_ratio(scores_to_time(
-                torch.as_tensor(out.sparsifying_layer_scores), *args).numpy(), windows)
+            args = (X.shape[-1], config.shape_size, config.stride)
+            if out.scores is not None:  # the sparsifying layer's scores (the claim's)
+                ratio = window_score_ratio(
+                    scores_to_time(torch.as_tensor(out.scores), *args).numpy(), windows)
+            ratio1 = window_score_ratio(scores_to_time(
+                torch.as_tensor(out.first_layer_scores), *args).numpy(), windows)
         load = out.expert_load.astype(int)
+        post_warm = fit.balance_loss[settings.warm_up:]
         rows.append({
             "variant": variant, "dataset": ds["name"], "fold": ds["fold"], "seed": seed,
             "accuracy": accuracy(out.predictions, y_te),
@@ -134,7 +139,13 @@ def run_softshape_variant(
             "best_in_warm_up": fit.best_in_warm_up,
             "expert_load": json.dumps(load.tolist()),
             "expert_max_share": float(load.max() / load.sum()) if load.sum() else float("nan"),
-            "score_ratio": ratio, "score_ratio_layer2": ratio2,
+            "score_ratio": ratio, "score_ratio_layer1": ratio1,
+            # the MoE balance loss: on the test set (post-warm-up routing), its mean over the
+            # post-warm-up training epochs, and every epoch's value (0 in the warm-up)
+            "balance_loss_test": out.balance_loss if config.use_moe else float("nan"),
+            "balance_loss_train": (float(np.mean(post_warm)) if config.use_moe and post_warm
+                                   else float("nan")),
+            "balance_loss_curve": json.dumps(fit.balance_loss if config.use_moe else []),
             "n_train": len(y_tr), "n_val": len(y_va), "n_test": len(y_te),
             "shape_size": config.shape_size, "stride": config.stride,
             "n_shapes": config.n_tokens,
@@ -147,7 +158,8 @@ def run_softshape_variant(
                 "history": fit.history}}
         if ds["name"] not in score_maps:
             score_maps[ds["name"]] = {"scores": out.scores, "test": ds["test"],
-                                      "layer2_scores": out.sparsifying_layer_scores,
+                                      "layer1_scores": out.first_layer_scores,
+                                      "sparsifying_layer": fit.model.sparsifying_layer,
                                       "shape_size": config.shape_size, "stride": config.stride,
                                       "predictions": out.predictions, "seed": seed,
                                       "fold": ds["fold"]}

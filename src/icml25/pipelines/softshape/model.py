@@ -269,6 +269,19 @@ class SoftShape(nn.Module):
         self.sparse_rates = torch.linspace(0.0, c.sparse_rate, c.depth).tolist()
         self.apply(_init_linear)
 
+    @property
+    def sparsifying_layer(self) -> int | None:
+        """Index of the first layer that sparsifies after warm-up (rho_l < 1), or None.
+
+        With the default schedule (L = 2, rates [0, 0.5]) it is layer 2 (index 1): the layer
+        whose scores pick the kept shapes and weight the merged one (step 6). No layer before
+        it drops or merges a shape, so its scores still map one-to-one to input positions.
+        """
+        for layer, rate in enumerate(self.sparse_rates):
+            if rate > 0.0:
+                return layer
+        return None
+
     def remain_ratios(self, warm: bool) -> list[float]:
         """rho_l = 1 - linspace(0, sparse_rate, L); all 1 during warm-up (step 5)."""
         return [1.0] * self.config.depth if warm else [1.0 - r for r in self.sparse_rates]

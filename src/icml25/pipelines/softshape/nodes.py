@@ -6,6 +6,7 @@ pipeline and returns plain data (dicts of arrays, tables, state dicts).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +62,9 @@ def load_ucr_sets(params: dict[str, Any]) -> dict[str, LabelledSeries]:
     for name in p.datasets:
         out[name] = load_ucr(name)
         d = out[name]
-        logger.info("softshape data: %s n=%d T=%d K=%d (%d original test)%s", name, len(d.y),
-                    d.X.shape[1], d.n_classes, int(d.original_test.sum()),
+        logger.info("softshape data: %s n=%d C=%d T=%d K=%d (%d original test)%s", name,
+                    len(d.y), d.n_channels, d.X.shape[-1], d.n_classes,
+                    int(d.original_test.sum()),
                     " variable length, NaN-padded" if d.variable_length else "")
     return out
 
@@ -86,7 +88,7 @@ def prepare_folds(raw: dict[str, LabelledSeries], cbf: LabelledSeries | None,
     prepared = {}
     for name, data in sets.items():
         shape = p.model.shape_sizes.get(name, p.model.default_shape_size)
-        m, q = shape_size_and_stride(data.X.shape[1], shape, p.model.stride)
+        m, q = shape_size_and_stride(data.X.shape[-1], shape, p.model.stride)
         prepared[name] = prepare_dataset(data, p.protocol.split, p.protocol.n_folds,
                                          p.protocol.folds_to_run, p.protocol.seed, m, q)
         f = prepared[name][0]
@@ -113,9 +115,10 @@ def train_softshape(prepared: dict[str, list[dict[str, Any]]], params: dict[str,
         prepared, "softshape", p.all_datasets, seeds, _model_kwargs(p), _settings(p),
         progress=p.progress, keep_models=True)
     for r in rows:
-        logger.info("softshape %s seed %d: acc %.3f (last epoch %.3f), %.1fs, expert load %s",
-                    r["dataset"], r["seed"], r["accuracy"], r["accuracy_last_epoch"],
-                    r["train_seconds"], r["expert_load"])
+        logger.info("softshape %s seed %d: acc %.3f (last epoch %.3f), %.1fs, expert load %s, "
+                    "balance loss %.4f (test) %.4f (train, post-warm-up mean)", r["dataset"],
+                    r["seed"], r["accuracy"], r["accuracy_last_epoch"], r["train_seconds"],
+                    r["expert_load"], r["balance_loss_test"], r["balance_loss_train"])
     return models, pd.DataFrame(rows), maps
 
 
@@ -243,8 +246,38 @@ def evaluate(params: dict[str, Any], run_info: dict[str, Any], confidence: float
                 shares = np.asarray(load["mean_share"], dtype=float)
                 log_metrics({f"expert_share/{name}/e{e}": s for e, s in enumerate(shares)})
                 log_metrics({f"expert_max_share/{name}": float(shares.max())})
+        _log_balance_curves(method, variant_run, log_metrics)
         log_claim_counts(claims)
     return summary_table(results), report, claims
+
+
+def _log_balance_curves(method: pd.DataFrame, variant_run, log_metrics) -> None:
+    """The MoE balance loss of every training epoch (0 in the warm-up, where the MoE is not
+    called), one curve per data set and seed, as the child run ``softshape/balance loss``."""
+    if "balance_loss_curve" not in method:
+        return
+    import time
+
+    from mlflow.entities import Metric
+
+    from icml25.core.tracking import metric_key
+    with variant_run("softshape", run_name="softshape/balance loss", role="method",
+                     pipeline=PIPELINE) as run:
+        now = int(time.time() * 1000)
+        points = []
+        for _, row in method.iterrows():
+            curve = json.loads(row["balance_loss_curve"]) if isinstance(
+                row["balance_loss_curve"], str) else []
+            key = metric_key(f"balance_loss/{row['dataset']}/fold{row['fold']}/"
+                             f"seed{row['seed']}")
+            points += [Metric(key, float(v), now, epoch)
+                       for epoch, v in enumerate(curve, start=1) if np.isfinite(v)]
+            if np.isfinite(row["balance_loss_test"]):
+                log_metrics({f"balance_loss_test/{row['dataset']}/fold{row['fold']}/"
+                             f"seed{row['seed']}": float(row["balance_loss_test"])})
+        client = mlflow.tracking.MlflowClient()
+        for start in range(0, len(points), 1000):  # one batch per 1000 points (MLflow's cap)
+            client.log_batch(run.info.run_id, metrics=points[start: start + 1000])
 
 
 def summary_table(results: pd.DataFrame) -> pd.DataFrame:

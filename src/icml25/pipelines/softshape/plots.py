@@ -57,16 +57,18 @@ def expert_load_figure(report: dict[str, Any]):
 
 
 def score_figure(ds: dict[str, Any], score_map: dict[str, Any], per_class: int = 2):
-    """Test series with their shape scores averaged over the windows covering each t; for
-    sets with known windows (CBF) the true event [a, b] is shaded."""
+    """Test series with their shape scores averaged over the windows covering each t: the
+    sparsifying layer's scores (solid), layer 1's (dashed); for sets with known windows (CBF)
+    the true event [a, b] is shaded. Multichannel series show their first channel."""
     test = score_map["test"]
     X, y = ds["X"][test], ds["y"][test]
-    scores = scores_to_time(torch.as_tensor(score_map["scores"]), X.shape[1],
-                            score_map["shape_size"], score_map["stride"]).numpy()
-    layer2 = None
-    if score_map.get("layer2_scores") is not None:
-        layer2 = scores_to_time(torch.as_tensor(score_map["layer2_scores"]), X.shape[1],
-                                score_map["shape_size"], score_map["stride"]).numpy()
+    if X.ndim == 3:
+        X = X[:, 0, :]
+    args = (X.shape[1], score_map["shape_size"], score_map["stride"])
+    scores = None
+    if score_map.get("scores") is not None:
+        scores = scores_to_time(torch.as_tensor(score_map["scores"]), *args).numpy()
+    layer1 = scores_to_time(torch.as_tensor(score_map["layer1_scores"]), *args).numpy()
     picks = [i for c in range(ds["n_classes"]) for i in np.flatnonzero(y == c)[:per_class]]
     picks = picks[:8]
     fig, axes = plt.subplots(len(picks), 1, figsize=(7, 1.3 * len(picks)), sharex=True,
@@ -75,9 +77,9 @@ def score_figure(ds: dict[str, Any], score_map: dict[str, Any], per_class: int =
     for ax, i in zip(axes[:, 0], picks, strict=True):
         ax.plot(t, X[i], color="black", lw=0.8)
         twin = ax.twinx()
-        twin.plot(t, scores[i], color="tab:red", lw=1.2)
-        if layer2 is not None:
-            twin.plot(t, layer2[i], color="tab:orange", lw=0.9, ls="--")
+        if scores is not None:
+            twin.plot(t, scores[i], color="tab:red", lw=1.2)
+        twin.plot(t, layer1[i], color="tab:orange", lw=0.9, ls="--")
         twin.set_ylim(0, 1)
         twin.tick_params(labelsize=6)
         if ds["windows"] is not None:
@@ -86,7 +88,10 @@ def score_figure(ds: dict[str, Any], score_map: dict[str, Any], per_class: int =
         ax.set_ylabel(ds["classes"][y[i]], fontsize=7)
         ax.tick_params(labelsize=6)
     axes[-1, 0].set_xlabel("t")
-    fig.suptitle(f"{ds['name']}: layer-1 shape scores (red; layer 2 dashed) over test series"
+    layer = score_map.get("sparsifying_layer")
+    title = (f"{ds['name']}: sparsifying layer {layer + 1} shape scores (red; layer 1 dashed)"
+             if layer is not None else f"{ds['name']}: layer-1 shape scores (dashed)")
+    fig.suptitle(title + " over test series"
                  + ("; true event window shaded" if ds["windows"] is not None else ""),
                  fontsize=9)
     fig.tight_layout()

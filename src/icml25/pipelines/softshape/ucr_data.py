@@ -1,7 +1,8 @@
 """Data of the softshape room: shipped UCR sets, the CBF generator, folds and preprocessing.
 
-- UCR univariate sets that ship inside the installed aeon wheel (and PLAID inside sktime's);
-  nothing is downloaded: a name that is not shipped is refused before aeon could reach the
+- UCR univariate sets that ship inside the installed aeon wheel (and PLAID inside sktime's),
+  and the multichannel UEA sets aeon ships (BasicMotions, JapaneseVowels), kept as
+  (n, C, T); nothing is downloaded: a name that is not shipped is refused before aeon could reach the
   network.
 - CBF (Saito 1994) with the true event window ``[a, b]`` of every series kept as ground truth.
 - Folds (docs/papers/softshape.md, "Data"): the original UCR train/test split, or the paper's protocol (train+test
@@ -29,7 +30,8 @@ class LabelledSeries:
     """One classification data set: train and test of the original split merged.
 
     Attributes:
-        X: (n, T) float array, NaN-padded at the end for variable-length series.
+        X: (n, T) float array for univariate sets, (n, C, T) for multichannel ones (UEA),
+            NaN-padded at the end for variable-length series.
         y: (n,) integer labels 0..K-1. classes: the original label strings.
         original_test: (n,) bool, True for the series of the original test split.
         windows: (n, 2) true discriminative window [a, b] (synthetic sets) or None.
@@ -47,6 +49,11 @@ class LabelledSeries:
     @property
     def n_classes(self) -> int:
         return len(self.classes)
+
+    @property
+    def n_channels(self) -> int:
+        """1 for univariate (n, T) sets, C for multichannel (n, C, T) ones."""
+        return 1 if self.X.ndim == 2 else self.X.shape[1]
 
 
 @dataclass
@@ -70,39 +77,44 @@ def shipped_set_names() -> list[str]:
 
 
 def _as_series_list(X, name: str) -> list[np.ndarray]:
-    """aeon/sktime output -> list of 1-D float arrays; multivariate input is refused."""
+    """aeon/sktime output -> list of float series: 1-D (T_i,) for univariate sets, 2-D
+    (C, T_i) for multichannel ones; every series must have the same number of channels."""
     if isinstance(X, np.ndarray):
         if X.ndim == 3:
-            if X.shape[1] != 1:
-                raise ValueError(f"{name}: {X.shape[1]} channels; SoftShape here is univariate "
-                                 "only (the paper's UCR setting)")
-            X = X[:, 0, :]
-        if X.ndim != 2:
-            raise ValueError(f"{name}: expected (n, 1, T) or (n, T) series, got {X.shape}")
+            X = X[:, 0, :] if X.shape[1] == 1 else X
+        elif X.ndim != 2:
+            raise ValueError(f"{name}: expected (n, C, T) or (n, T) series, got {X.shape}")
         return [np.asarray(row, dtype=float) for row in X]
     out = []
     for row in X:  # variable length: a list of (C, T_i) arrays
         arr = np.asarray(row, dtype=float)
-        if arr.ndim == 2:
-            if arr.shape[0] != 1:
-                raise ValueError(f"{name}: {arr.shape[0]} channels; univariate only")
+        if arr.ndim == 2 and arr.shape[0] == 1:
             arr = arr[0]
         out.append(arr)
     return out
 
 
 def nan_pad(series: list[np.ndarray], name: str = "data") -> tuple[np.ndarray, bool]:
-    """Stack 1-D series into (n, T_max), NaN-padding the shorter ones at the end (UCR 2018)."""
+    """Stack series into (n, T_max), or (n, C, T_max) for (C, T_i) series, NaN-padding the
+    shorter ones at the end (UCR 2018; the UEA archive's variable-length sets likewise)."""
     if not series:
         raise ValueError(f"{name}: no series")
-    lengths = [len(s) for s in series]
+    shapes = [s.shape for s in series]
+    bad = [i for i, s in enumerate(series) if s.ndim not in (1, 2)]
+    if bad:
+        raise ValueError(f"{name}: series {bad[0]} has shape {shapes[bad[0]]}; expected (T,) "
+                         "or (C, T)")
+    channels = {s.shape[:-1] for s in series}
+    if len(channels) > 1:
+        raise ValueError(f"{name}: series have different channel counts "
+                         f"{sorted(c[0] if c else 1 for c in channels)}")
+    lengths = [s.shape[-1] for s in series]
     if min(lengths) == 0:
         raise ValueError(f"{name}: series {lengths.index(0)} is empty")
-    out = np.full((len(series), max(lengths)), np.nan)
+    lead = next(iter(channels))
+    out = np.full((len(series), *lead, max(lengths)), np.nan)
     for i, s in enumerate(series):
-        if s.ndim != 1:
-            raise ValueError(f"{name}: series {i} has shape {s.shape}; expected 1-D")
-        out[i, : len(s)] = s
+        out[i, ..., : s.shape[-1]] = s
     return out, len(set(lengths)) > 1
 
 
@@ -115,7 +127,7 @@ def build_dataset(name: str, X_train, y_train, X_test, y_test) -> LabelledSeries
     X, variable = nan_pad(train + test, name)
     if np.isinf(X).any():
         raise ValueError(f"{name}: contains inf values")
-    all_nan = np.isnan(X).all(axis=1)
+    all_nan = np.isnan(X).reshape(len(X), -1).all(axis=1)
     if all_nan.any():
         raise ValueError(f"{name}: series {np.flatnonzero(all_nan)[:5].tolist()} are all NaN")
     labels = np.concatenate([np.asarray(y_train).astype(str), np.asarray(y_test).astype(str)])
@@ -230,11 +242,14 @@ def make_folds(data: LabelledSeries, split: str, n_folds: int, folds_to_run: lis
 def fill_and_normalise(X: np.ndarray, train_idx: np.ndarray) -> np.ndarray:
     """NaN -> training-fold column mean (all-NaN column -> 1e-6), then per-series z-norm.
 
-    Only rows in ``train_idx`` enter the column means, so test values never leak into them.
+    ``X`` is (n, T), or (n, C, T) for multichannel sets: there a column is one (channel, t)
+    pair and each channel of each series is z-normalised on its own. Only rows in
+    ``train_idx`` enter the column means, so test values never leak into them.
     """
     X = np.array(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"series: expected a non-empty (n, T) array, got shape {X.shape}")
+    if X.ndim not in (2, 3) or 0 in X.shape:
+        raise ValueError(f"series: expected a non-empty (n, T) or (n, C, T) array, got shape "
+                         f"{X.shape}")
     if len(train_idx) == 0:
         raise ValueError("train_idx: empty; column means need training series")
     if np.isnan(X).any():
@@ -242,9 +257,9 @@ def fill_and_normalise(X: np.ndarray, train_idx: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             counts = (~np.isnan(train)).sum(axis=0)
             means = np.where(counts > 0, np.nansum(train, axis=0) / np.maximum(counts, 1), 1e-6)
-        rows, cols = np.nonzero(np.isnan(X))
-        X[rows, cols] = means[cols]
-    mean = X.mean(axis=1, keepdims=True)
-    std = X.std(axis=1, keepdims=True)
+        where = np.nonzero(np.isnan(X))
+        X[where] = means[where[1:]]
+    mean = X.mean(axis=-1, keepdims=True)
+    std = X.std(axis=-1, keepdims=True)
     std[std == 0] = 1.0
     return (X - mean) / std
