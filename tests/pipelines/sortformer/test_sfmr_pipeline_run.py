@@ -7,10 +7,13 @@ import json
 import math
 
 import mlflow
+import numpy as np
 import pytest
 
+from icml25.core.claims import validate_claims_document as check_claims_document
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.core.sweep import seed_shards
+from icml25.pipelines.sortformer.nodes import ROBUST_METRICS
 from icml25.pipelines.sortformer.params import SortformerParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -20,7 +23,7 @@ def _finite(value) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
+def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline, tmp_path):
     run_pipeline("sortformer", env="test")
     out = kedro_project / "data/08_reporting/sortformer"
     metrics = json.loads((out / "metrics.json").read_text())
@@ -75,6 +78,94 @@ def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     assert children["pil"].data.tags["icml25.role"] == "baseline"
     assert "hybrid/training/seed 0" in children
 
+    # robustness metrics of every diarizer; the synthesised long-session check beside clustering
+    for variant in ("pil", "sort", "hybrid", "clustering"):
+        for name in ROBUST_METRICS:
+            assert name in metrics["metrics"][variant], (variant, name)
+        assert 0.0 <= metrics["metrics"][variant]["swap_order_rate"] <= 1.0
+    check = metrics["audio_check"]
+    assert check["enabled"] and check["source"]["path"] is None
+    assert set(check["mean"]) == {"pil", "sort", "hybrid", "clustering"}
+    assert _finite(check["mean"]["clustering"]["der_c025"])
+
+    _claims_follow_the_stages_that_ran(kedro_project)
+    _check_audio_on_a_named_wav(kedro_project, tmp_path)
+
+
+def _claims_follow_the_stages_that_ran(kedro_project):
+    """Every optional stage turned off in turn (msasr, robustness, the audio check): its node's
+    output is what the stage gives when off, and the claims are built from what remains."""
+    import pandas as pd
+
+    from icml25.pipelines.sortformer import nodes
+
+    data = kedro_project / "data"
+    der = pd.read_csv(data / "07_model_output/sortformer/der_table.csv")
+    clu = pd.read_csv(data / "07_model_output/sortformer/clustering_table.csv")
+    cpwer = pd.read_csv(data / "07_model_output/sortformer/cpwer_table.csv")
+    stats = json.loads((data / "01_raw/sortformer/session_stats.json").read_text())
+    run_info = {"env": "test", "date": "now", "commit": "x"}
+    tree = _tree(kedro_project)
+    asr_claims = [c["claim"] for c in tree["claims"] if c["method"].startswith("asr_")]
+    tree["claims"].append({"claim": "Hybrid keeps arrival order in the swap test",
+                           "metric": "swap_order_rate", "method": "hybrid",
+                           "relation": "better", "direction": "higher", "threshold": 0.8})
+    off = {
+        "msasr": (dict(cpwer=cpwer[:0]), asr_claims),
+        "robustness": (dict(der=der.drop(columns=list(ROBUST_METRICS)),
+                            clu=clu.drop(columns=list(ROBUST_METRICS))),
+                       ["Hybrid keeps arrival order in the swap test"]),
+        "audio_check": ({}, []),
+    }
+    for stage, (tables, dropped) in off.items():
+        t = {**tree, stage: {**tree[stage], "enabled": False}}
+        if stage == "msasr":  # the stage's own node, turned off
+            assert nodes.train_evaluate_msasr(pd.DataFrame(), pd.DataFrame(), {}, t).empty
+        if stage == "audio_check":
+            assert nodes.check_audio(None, None, der, clu, t) == {"enabled": False}
+        report, claims = nodes.judge_claims(tables.get("der", der), tables.get("clu", clu),
+                                            tables.get("cpwer", cpwer), stats, t, run_info, 0.9,
+                                            None if stage == "audio_check" else {})
+        judged = [c["claim"] for c in claims["claims"]]
+        assert judged == [c["claim"] for c in t["claims"] if c["claim"] not in dropped], stage
+        assert [d["claim"] for d in report["claims_not_run"]] == dropped, stage
+        check_claims_document(claims, where=stage)
+
+
+def _check_audio_on_a_named_wav(kedro_project, tmp_path):
+    """The documented command on a user-named wav: two synthetic 'speakers' (harmonic tones of
+    different pitch, 8 kHz stereo int16, resampled by the check) with their reference RTTM."""
+    from kedro.framework.session import KedroSession
+    from scipy.io import wavfile
+
+    sr = 8000
+    t = np.arange(int(6.0 * sr)) / sr
+    x = np.zeros_like(t)
+    for f0, (a, b) in ((140.0, (0.5, 2.5)), (260.0, (2.0, 4.5)), (140.0, (4.8, 5.8))):
+        m = (t >= a) & (t < b)
+        x[m] += sum(np.sin(2 * np.pi * k * f0 * t[m]) / k for k in range(1, 6))
+    x += 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    pcm = (0.3 * x / np.abs(x).max() * 32767).astype(np.int16)
+    wav = tmp_path / "meeting.wav"
+    wavfile.write(wav, sr, np.stack([pcm, pcm], axis=1))
+    rttm = tmp_path / "meeting.rttm"
+    rttm.write_text("".join(f"SPEAKER meeting 1 {a:.3f} {b - a:.3f} <NA> <NA> {s} <NA> <NA>\n"
+                            for s, a, b in (("A", 0.5, 2.5), ("B", 2.0, 4.5), ("A", 4.8, 5.8))))
+    params = {"sortformer": {"audio_check": {"path": str(wav), "rttm": str(rttm)}}}
+    with KedroSession.create(project_path=kedro_project, env="test",
+                             runtime_params=params) as session:
+        session.run(pipeline_names=["sortformer"], node_names=["sortformer.check_audio"])
+    out = json.loads((kedro_project / "data/07_model_output/sortformer/audio_check.json")
+                     .read_text())
+    assert out["source"] == {"path": str(wav), "rttm": str(rttm), "sample_rate": sr}
+    assert out["duration_s"] == pytest.approx(6.0) and out["reference_speakers"] == 2
+    assert set(out["per_seed"]["hybrid"]) == {"seed_0", "seed_1"}
+    for variant in ("pil", "sort", "hybrid", "clustering"):
+        assert set(out["mean"][variant]) == {"n_segments", "n_speakers", "der_c025", "der_c0",
+                                             "first_output_error_s", "channel0_onset_error_s"}
+        assert 0.0 <= out["mean"][variant]["der_c025"]
+    assert out["rttm"]["clustering"] == "" or out["rttm"]["clustering"].startswith("SPEAKER ")
+
 
 def _tree(kedro_project):
     from kedro.config import OmegaConfigLoader
@@ -86,7 +177,8 @@ def _tree(kedro_project):
 
 @pytest.mark.parametrize(("path", "value", "message"), [
     (("model", "d_model"), 31, "sortformer.model"),
-    (("sim", "count_weights"), [0.2, 0.2, 0.2, 0.2, 0.2], "sortformer.sim.count_weights"),
+    (("sim", "count_weights"), [0.1] * 7, "sortformer.sim.count_weights"),
+
     (("speakers", "test_variants"), ["m1"], "sortformer.speakers"),
     (("optim", "lr"), -1.0, "sortformer.optim.lr"),
     (("msasr", "model", "inject_at"), "decoder", "sortformer.msasr.model.inject_at"),
@@ -106,3 +198,35 @@ def test_bad_parameters_stop_the_run_before_any_node(kedro_project, run_pipeline
     with pytest.raises(Exception, match=r"sortformer\.optim\.epochs"):
         run_pipeline("sortformer", env="test", params={"sortformer": {"optim": {"epochs": 0}}})
     assert not (kedro_project / "data/01_raw/sortformer").exists()
+
+
+def test_new_parameters_are_refused_with_their_key(kedro_project, tmp_path):
+    """One loaded tree, each bad value in turn (loading the tree is the slow part)."""
+    import copy
+
+    wav = tmp_path / "meeting.wav"
+    wav.write_bytes(b"")
+    base = _tree(kedro_project)
+    cases = [
+        (("sim", "count_weights"), [0.2] * 5, "sim.count_weights has 5 speaker counts but the "
+                                              "model has 4 outputs"),
+        (("max_speakers",), 7, "sortformer.max_speakers"),
+        (("sim", "swap_augment"), 1.5, "sortformer.sim.swap_augment"),
+        (("sim", "n_train_empty"), -1, "sortformer.sim.n_train_empty"),
+        (("robustness", "probe_levels_db"), [10.0], "sortformer.robustness"),
+        (("audio_check", "path"), "/nonexistent/meeting.wav", "no such file"),
+        (("audio_check", "path"), str(tmp_path), "no such file"),
+        (("audio_check", "rttm"), str(wav), "rttm is given without path"),
+    ]
+    for path, value, message in cases:
+        tree = copy.deepcopy(base)
+        node = tree
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ParameterError, match=message.replace(".", r"\.")):
+            validate_parameters(SortformerParams, tree, "sortformer")
+    tree = copy.deepcopy(base)
+    tree["audio_check"] |= {"path": str(wav), "rttm": str(wav)}
+    with pytest.raises(ParameterError, match=r"sortformer\.audio_check.*rttm.*not a \.rttm"):
+        validate_parameters(SortformerParams, tree, "sortformer")

@@ -75,11 +75,15 @@ def build_speaker_bank(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFra
 def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: dict[str, Any]
                       ) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     """Session metadata of every split, their RTTM and the measured overlap/silence ratios."""
+    from dataclasses import replace
+
     from icml25.pipelines.sortformer.simulator import (
+        SAMPLE_RATE,
         SimConfig,
         session_rttm,
         session_stats,
         simulate_split,
+        swap_first_turns,
     )
     p = _params(params)
     sim = p.sim
@@ -94,6 +98,26 @@ def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: 
             "test": (test_spk, sim.n_test), "test_inpool": (train_spk, sim.n_test_inpool)}
     frames = [simulate_split(utterances, spk, n, cfg, sim.seed + 1000 * i, split)
               for i, (split, (spk, n)) in enumerate(plan.items())]
+    durations = {r.utterance: r.n_samples / SAMPLE_RATE for r in utterances.itertuples()}
+    if sim.swap_augment > 0:  # arrival-order augmentation: twins of >= 2-speaker train sessions
+        train = frames[0]
+        multi = sorted(n for n, g in train.groupby("session") if g["speaker"].nunique() >= 2)
+        rng = np.random.default_rng([sim.seed, 77])
+        chosen = set(rng.permutation(multi)[: round(sim.swap_augment * len(multi))].tolist())
+        frames.append(pd.concat([swap_first_turns(g, durations) for n, g in
+                                 train.groupby("session", sort=True) if n in chosen] or [train[:0]],
+                                ignore_index=True))
+    r = p.robustness
+    if r.enabled:  # held-out swap test: unseen speakers, >= 2 speakers, and each one's twin
+        weights = [0.0, *sim.count_weights[1:]] if len(sim.count_weights) > 1 else [0.0, 1.0]
+        swap_cfg = replace(cfg, count_weights=tuple(weights))
+        a = simulate_split(utterances, test_spk, r.n_swap, swap_cfg, sim.seed + 9000 + r.seed,
+                           "swap")
+        b = pd.concat([swap_first_turns(g, durations) for _, g in
+                       a.groupby("session", sort=True)], ignore_index=True)
+        b["split"] = "swap_twin"
+        frames += [a, b]
+        plan |= {"swap": (test_spk, r.n_swap), "swap_twin": (test_spk, r.n_swap)}
     sessions = pd.concat(frames, ignore_index=True)
     stats = {split: session_stats(sessions[sessions["split"] == split]) for split in plan}
     stats["targets"] = {"overlap_ratio": 0.12, "silence_ratio": 0.10}
@@ -107,7 +131,7 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
                      ) -> dict[str, dict[str, list]]:
     """Render every session and compute its log-mel and 80 ms labels (kept in memory)."""
     from icml25.pipelines.sortformer.features import log_mel
-    from icml25.pipelines.sortformer.simulator import render_session, session_labels
+    from icml25.pipelines.sortformer.simulator import probe_clip, render_session, session_labels
     p = _params(params)
     audio = _audio(utterances)
     out: dict[str, dict[str, list]] = {}
@@ -118,6 +142,17 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
         d["names"].append(name)
         d["feats"].append(log_mel(render_session(g, audio), p.model.n_mels))
         d["labels"].append(session_labels(g, p.max_speakers, p.frame_s))
+    sim = p.sim
+    n_frames = round(sim.duration_s / p.frame_s)
+    for i in range(sim.n_train_empty):  # speech-free training clips: silence, white, pink noise
+        rng = np.random.default_rng([sim.seed, 55, i])
+        kind = ("silence", "white", "pink")[i % 3]
+        clip = probe_clip(kind, sim.duration_s, float(rng.uniform(-70.0, -10.0)),
+                          int(rng.integers(2**31)))
+        d = out["train"]
+        d["names"].append(f"train_empty_{i:04d}")
+        d["feats"].append(log_mel(clip, p.model.n_mels))
+        d["labels"].append(np.zeros((n_frames, p.max_speakers), np.float32))
     return out
 
 
@@ -227,6 +262,11 @@ def _scores(probs, labels, names, sessions, pp: PostProcessing, frame_s: float
     binar = [(np.asarray(h_p) >= 0.5).astype(np.float32) for h_p in probs]
     out |= arrival_f1(binar, labels)
     out["f1_gap"] = out["f1_pil"] - out["f1_ats"]
+    if ov:  # arrival order where it is hardest: sessions with overlapped speech
+        f1 = arrival_f1([binar[i] for i in ov], [labels[i] for i in ov])
+        out["f1_gap_overlap"] = f1["f1_pil"] - f1["f1_ats"]
+    else:
+        out["f1_gap_overlap"] = float("nan")
     return out
 
 
@@ -245,6 +285,7 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
     ``models`` holds every variant's ``n_shards`` seed shards (:func:`_merge_model_shards`)."""
     from icml25.core.device import set_threads
     from icml25.pipelines.sortformer.diarizer_training import infer
+    from icml25.pipelines.sortformer.features import SAMPLE_RATE, log_mel
     p = _params(params)
     set_threads(p.num_threads)
     rows = []
@@ -259,6 +300,18 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
         pp, val_der = random_search(
             partial(_val_der, vprobs, val, sessions, p.frame_s), p.postprocessing.n_trials,
             p.postprocessing.seed + meta["seed"])
+        robust = {}
+        if p.robustness.enabled:
+            twins = [infer(model, features[k]["feats"],
+                           [y.shape[0] for y in features[k]["labels"]])
+                     for k in ("swap", "swap_twin")]
+            robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
+                                                         twins[1],
+                                                         features["swap_twin"]["labels"])}
+            robust |= _probe_scores(lambda clip: probabilities_to_segments(
+                infer(model, [log_mel(clip, p.model.n_mels)],
+                      [round(len(clip) / SAMPLE_RATE / p.frame_s)])[0], pp, p.frame_s,
+                len(clip) / SAMPLE_RATE), p)
         for split in EVAL_SPLITS:
             d = features[split]
             probs = infer(model, d["feats"], nf[split])
@@ -266,8 +319,53 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
             raw = _scores(probs, d["labels"], d["names"], sessions, PostProcessing(), p.frame_s)
             rows.append({"variant": meta["variant"], "seed": meta["seed"], "split": split,
                          **s, "der_c025_nopp": raw["der_c025"], "val_der_c025": val_der,
-                         "pp": json.dumps(pp.to_dict())})
+                         "pp": json.dumps(pp.to_dict()), **robust})
     return pd.DataFrame(rows)
+
+
+#: metrics of the robustness checks (``robustness.enabled``), one value per model
+ROBUST_METRICS = ("swap_order_rate", "probe_segments_silence", "probe_segments_white",
+                  "probe_segments_pink", "probe_speech_ratio")
+
+
+def _in_arrival_order(probs: np.ndarray, labels: np.ndarray) -> bool:
+    """Channel 0 best matches the first arrival and channel 1 the second (dot-product match of
+    the probabilities with each reference column)."""
+    score = np.asarray(probs, np.float64).T @ np.asarray(labels, np.float64)  # (channels, K)
+    return int(np.argmax(score[:, 0])) == 0 and int(np.argmax(score[:, 1])) == 1
+
+
+def swap_order_rate(probs_a, labels_a, probs_b, labels_b) -> float:
+    """Share of session pairs (a session and its twin with the first two speakers' first turns
+    exchanged) in which both follow arrival order, i.e. the first two channels swap with them."""
+    pairs = list(zip(probs_a, labels_a, probs_b, labels_b, strict=True))
+    if not pairs:
+        raise ValueError("swap test: no session pairs")
+    return float(np.mean([_in_arrival_order(pa, ya) and _in_arrival_order(pb, yb)
+                          for pa, ya, pb, yb in pairs]))
+
+
+def _probe_scores(diarize, p: SortformerParams) -> dict[str, float]:
+    """Segments a diarizer outputs on speech-free clips (silence; white and pink noise at each
+    of ``probe_levels_db``) and the share of their time marked as speech."""
+    from icml25.pipelines.sortformer.simulator import probe_clip
+    r = p.robustness
+    counts: dict[str, list[int]] = {"silence": [], "white": [], "pink": []}
+    speech = total = 0.0
+    for kind in counts:
+        for j, level in enumerate([r.probe_levels_db[0]] if kind == "silence"
+                                  else r.probe_levels_db):
+            clip = probe_clip(kind, r.probe_s, level, r.seed * 1000 + j)
+            segs = diarize(clip)
+            counts[kind].append(len(segs))
+            n = round(r.probe_s / 0.01)
+            active = np.zeros(n, bool)
+            for g in segs:
+                active[round(g.start / 0.01):round(g.end / 0.01)] = True
+            speech += float(active.sum())
+            total += n
+    return {**{f"probe_segments_{k}": float(np.mean(v)) for k, v in counts.items()},
+            "probe_speech_ratio": speech / total}
 
 
 def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
@@ -308,12 +406,34 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
                    disable=not p.progress):
         val_der[th] = scores("val", frames_of("val", threshold=th))["der_c025"]
     best = min(val_der, key=val_der.get)
+    robust = {}
+    if p.robustness.enabled:
+        twins = [[f[:, :p.max_speakers] if f.shape[1] >= 2 else
+                  np.pad(f, ((0, 0), (0, 2 - f.shape[1]))) for f in frames_of(k, threshold=best)]
+                 for k in ("swap", "swap_twin")]
+        robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
+                                                     twins[1], features["swap_twin"]["labels"])}
+        robust |= _probe_scores(lambda clip: frames_to_segments(
+            cluster_diarize(clip, threshold=best, **kw), p.frame_s), p)
+    oracle_robust = {}
+    if p.robustness.enabled:  # the number of speakers is given: the speech-free probes do not apply
+        twins = []
+        for k in ("swap", "swap_twin"):
+            tw = []
+            for n, y in zip(features[k]["names"], features[k]["labels"], strict=True):
+                f = cluster_diarize(wav(n), n_clusters=int(by[n]["speaker"].nunique()),
+                                    **kw)[: y.shape[0]]
+                tw.append(np.pad(f, ((0, y.shape[0] - f.shape[0]), (0, max(2 - f.shape[1], 0)))))
+            twins.append(tw)
+        oracle_robust = {m: float("nan") for m in ROBUST_METRICS} | {
+            "swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"], twins[1],
+                                               features["swap_twin"]["labels"])}
     rows = []
     for split in EVAL_SPLITS:
         s = scores(split, frames_of(split, threshold=best))
         rows.append({"variant": "clustering", "seed": 0, "split": split, **s,
                      "der_c025_nopp": s["der_c025"], "val_der_c025": val_der[best],
-                     "pp": f"threshold={best}"})
+                     "pp": f"threshold={best}", **robust})
         oracle = []
         for n, y in zip(features[split]["names"], features[split]["labels"], strict=True):
             k = int(by[n]["speaker"].nunique())
@@ -322,7 +442,7 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
         s = scores(split, oracle)
         rows.append({"variant": "clustering_oracle_k", "seed": 0, "split": split, **s,
                      "der_c025_nopp": s["der_c025"], "val_der_c025": float("nan"),
-                     "pp": "oracle number of speakers"})
+                     "pp": "oracle number of speakers", **oracle_robust})
     return pd.DataFrame(rows)
 
 
@@ -452,7 +572,8 @@ def merge_cpwer_tables(*shard_tables: pd.DataFrame) -> pd.DataFrame:
 
 def _diar_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
     names = ["der_c025", "der_c0", "miss_c0", "false_alarm_c0", "confusion_c0",
-             "der_c025_overlap", "der_c025_nopp", "count_accuracy", "f1_pil", "f1_ats", "f1_gap"]
+             "der_c025_overlap", "der_c025_nopp", "count_accuracy", "f1_pil", "f1_ats", "f1_gap",
+             "f1_gap_overlap"]
     out: dict[str, dict[str, list[float]]] = {}
     for variant, g in table.groupby("variant", sort=False):
         d = out.setdefault(str(variant), {})
@@ -461,6 +582,10 @@ def _diar_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
             gs = gs.sort_values("seed")
             for n in names:
                 d[f"{n}_{suffix}"] = [float(x) for x in gs[n]]
+            if split == "test":  # one value per model, stored on its test row
+                for n in ROBUST_METRICS:
+                    if n in gs.columns:
+                        d[n] = [float(x) for x in gs[n]]
     return out
 
 
@@ -488,24 +613,48 @@ def _per_seed_for_claims(metrics: dict[str, dict[str, list[float]]], seeds: list
     return out
 
 
+def claims_that_ran(specs: list[dict[str, Any]], metrics: dict[str, dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The claims whose method and baseline metrics the run produced, and the others with the
+    reason (an optional stage that was turned off: ``msasr.enabled``, ``robustness.enabled``)."""
+    kept, dropped = [], []
+    for spec in specs:
+        missing = [v for v in (spec["method"], spec.get("baseline")) if v is not None
+                   and spec["metric"] not in metrics.get(v, {})]
+        if missing:
+            dropped.append({"claim": spec["claim"],
+                            "reason": f"{spec['metric']} of {', '.join(missing)} was not "
+                                      "computed (its stage did not run)"})
+        else:
+            kept.append(spec)
+    return kept, dropped
+
+
 def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
                  cpwer_table: pd.DataFrame, stats: dict[str, Any], params: dict[str, Any],
-                 run_info: dict[str, Any], confidence: float
+                 run_info: dict[str, Any], confidence: float,
+                 audio_check: dict[str, Any] | None = None
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``metrics.json`` and ``claims.json`` from the run's own tables; MLflow child runs.
-    Claims are paired over the seeds at ``confidence`` (``params:claims_confidence``)."""
+    Claims are paired over the seeds at ``confidence`` (``params:claims_confidence``); a claim
+    whose metrics a turned-off stage would have produced is left out and listed under
+    ``claims_not_run`` in ``metrics.json``."""
     from icml25.core.tracking import log_claim_counts, log_variants, seed_means
     p = _params(params)
     diar = _diar_metrics(pd.concat([der_table, clustering_table], ignore_index=True))
     asr = _asr_metrics(cpwer_table)
     metrics = {**diar, **asr}
-    claims = claims_report(PIPELINE, [c.model_dump() for c in p.claims],
+    specs, not_run = claims_that_ran([c.model_dump() for c in p.claims], metrics)
+    for d in not_run:
+        logger.info("sortformer: claim not judged: %s (%s)", d["claim"], d["reason"])
+    claims = claims_report(PIPELINE, specs,
                            _per_seed_for_claims(metrics, list(p.seeds)), run_info,
                            p.seeds, title="Sortformer (ICML 2025)",
                            figures=["figures/activity.png", "figures/der_by_speakers.png",
                                     "figures/f1_ats_vs_pil.png"], confidence=confidence)
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
-                            extra={"session_stats": stats,
+                            extra={"session_stats": stats, "claims_not_run": not_run,
+                                   "audio_check": audio_check or {"enabled": False},
                                    "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp
                                                        for r in der_table.itertuples()
                                                        if r.split == "test"}})
@@ -630,7 +779,145 @@ def plot_figures(features: dict[str, dict[str, list]], der_table: pd.DataFrame,
     return figures
 
 
-__all__ = ["build_speaker_bank", "build_word_mixtures", "compute_features",
+__all__ = ["build_speaker_bank", "build_word_mixtures", "check_audio", "compute_features",
            "evaluate_diarizers", "judge_claims", "log_training_curves", "merge_cpwer_tables",
            "plot_figures", "run_clustering_baseline", "simulate_sessions",
            "train_evaluate_msasr", "train_variant"]
+
+
+# -- 5. one recording ------------------------------------------------------------------------
+
+def read_wav(path: str) -> tuple[np.ndarray, int]:
+    """A wav file as float32 samples in [-1, 1] (first channel) and its sample rate."""
+    from pathlib import Path
+
+    from scipy.io import wavfile
+    f = Path(path).expanduser()
+    try:
+        sr, x = wavfile.read(f)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"sortformer.audio_check.path: cannot read {str(f)!r} as wav: {err}"
+                         ) from err
+    x = np.asarray(x)
+    if x.ndim == 2:
+        x = x[:, 0]
+    if x.dtype.kind == "i":
+        x = x.astype(np.float64) / float(np.iinfo(x.dtype).max)
+    elif x.dtype.kind == "u":
+        x = (x.astype(np.float64) - 128.0) / 128.0
+    if x.size == 0:
+        raise ValueError(f"sortformer.audio_check.path: {str(f)!r} holds no samples")
+    return x.astype(np.float32), int(sr)
+
+
+def _reference_of(rttm_path: str, wav_path: str):
+    from pathlib import Path
+
+    from icml25.pipelines.sortformer.rttm import read_rttm
+    sessions = read_rttm(Path(rttm_path).expanduser().read_text())
+    if len(sessions) == 1:
+        return next(iter(sessions.values()))
+    stem = Path(wav_path).stem
+    if stem not in sessions:
+        raise ValueError(f"sortformer.audio_check.rttm: {rttm_path!r} describes "
+                         f"{sorted(sessions)}, none of them named {stem!r} like the wav file")
+    return sessions[stem]
+
+
+def _onsets(hyp, ref) -> dict[str, float]:
+    """How far the output starts from the first speech: the earliest output segment, and
+    channel ``spk0`` (the first arrival's), in seconds (NaN when there is no output)."""
+    t0 = min(g.start for g in ref)
+    first = min((g.start for g in hyp), default=float("nan"))
+    ch0 = min((g.start for g in hyp if g.speaker == "spk0"), default=float("nan"))
+    return {"first_output_error_s": abs(first - t0), "channel0_onset_error_s": abs(ch0 - t0)}
+
+
+def check_audio(utterances: pd.DataFrame, speakers: pd.DataFrame, der_table: pd.DataFrame,
+                clustering_table: pd.DataFrame, params: dict[str, Any], *models: dict[str, Any],
+                n_shards: int = 1) -> dict[str, Any]:
+    """Diarize one recording with every trained diarizer (its tuned post-processing) and the
+    clustering baseline (its tuned threshold): ``audio_check.path`` (a local wav) with its
+    optional reference ``audio_check.rttm``, or else a synthesised ``audio_check.duration_s``
+    session of unseen speakers. DER (collars 0.25 and 0) and the onset errors need a reference.
+    Runs alone on a finished run's outputs: ``kedro run --pipeline=sortformer
+    --nodes=sortformer.check_audio --params=sortformer.audio_check.path=<file.wav>``."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.sortformer.clustering import cluster_diarize
+    from icml25.pipelines.sortformer.diarizer_training import infer
+    from icml25.pipelines.sortformer.features import SAMPLE_RATE, log_mel, prepare_audio
+    from icml25.pipelines.sortformer.model import output_frames
+    from icml25.pipelines.sortformer.rttm import write_rttm
+    from icml25.pipelines.sortformer.simulator import (
+        SimConfig,
+        render_session,
+        session_segments,
+        simulate_split,
+    )
+    p = _params(params)
+    a = p.audio_check
+    if not a.enabled:
+        return {"enabled": False}
+    set_threads(p.num_threads)
+    if a.path is not None:
+        x, sr = read_wav(a.path)
+        wav = prepare_audio(x, sr)
+        ref = _reference_of(a.rttm, a.path) if a.rttm is not None else None
+        source = {"path": a.path, "rttm": a.rttm, "sample_rate": sr}
+    else:
+        sim = p.sim
+        cfg = SimConfig(duration_s=a.duration_s, count_weights=tuple(sim.count_weights),
+                        p_switch=sim.p_switch, p_overlap=sim.p_overlap,
+                        overlap_range=tuple(sim.overlap_range),
+                        silence_mean_s=sim.silence_mean_s, gain_db=sim.gain_db,
+                        snr_range=tuple(sim.snr_range), rir=sim.rir,
+                        rt60_range=tuple(sim.rt60_range))
+        test_spk = sorted(speakers.loc[speakers["split"] == "test", "speaker"])
+        rows = simulate_split(utterances, test_spk, 1, cfg, 7000 + a.seed, "audio_check")
+        wav = render_session(rows, _audio(utterances))
+        ref = session_segments(rows)
+        source = {"path": None, "synthesised": f"{a.duration_s:g} s session of "
+                  f"{rows['speaker'].nunique()} unseen speakers (seed {a.seed})"}
+    duration = len(wav) / SAMPLE_RATE
+
+    def score(hyp) -> dict[str, Any]:
+        out: dict[str, Any] = {"n_segments": len(hyp),
+                               "n_speakers": len({g.speaker for g in hyp})}
+        if ref:
+            for c, tag in ((0.25, "c025"), (0.0, "c0")):
+                out[f"der_{tag}"] = der_components([ref], [hyp], [duration], c)["der"]
+            out |= _onsets(hyp, ref)
+        return out
+
+    results: dict[str, Any] = {}
+    rttm = {}
+    feats = log_mel(wav, p.model.n_mels)
+    for bundle in _merge_model_shards(models, n_shards):
+        for key in sorted(bundle):
+            entry = bundle[key]() if callable(bundle[key]) else bundle[key]
+            meta = entry["metadata"]
+            row = der_table[(der_table["variant"] == meta["variant"])
+                            & (der_table["seed"] == meta["seed"]) & (der_table["split"] == "test")]
+            if row.empty:
+                raise ValueError(f"sortformer.der_table: no tuned post-processing for "
+                                 f"{meta['variant']} seed {meta['seed']}")
+            pp = PostProcessing(**json.loads(row["pp"].iloc[0]))
+            probs = infer(_load(entry), [feats], [output_frames(feats.shape[0])])[0]
+            hyp = probabilities_to_segments(probs, pp, p.frame_s, duration)
+            results.setdefault(meta["variant"], {})[f"seed_{meta['seed']}"] = score(hyp)
+            rttm.setdefault(meta["variant"], write_rttm(hyp, "audio_check"))
+    th = clustering_table.loc[clustering_table["variant"] == "clustering", "pp"].iloc[0]
+    threshold = float(str(th).removeprefix("threshold="))
+    c = p.clustering
+    frames = cluster_diarize(wav, threshold=threshold, frame_s=p.frame_s, vad_db=c.vad_db,
+                             window_s=c.window_s, hop_s=c.hop_s, n_mfcc=c.n_mfcc)
+    hyp = frames_to_segments(frames, p.frame_s)
+    results["clustering"] = {"seed_0": score(hyp)}
+    rttm["clustering"] = write_rttm(hyp, "audio_check")
+    summary = {v: {m: float(np.nanmean([r[m] for r in per.values()]))
+                   for m in next(iter(per.values()))} for v, per in results.items()}
+    logger.info("sortformer audio check (%s): %s", source, {
+        v: {m: round(x, 3) for m, x in s.items()} for v, s in summary.items()})
+    return {"enabled": True, "source": source, "duration_s": duration,
+            "reference_speakers": len({g.speaker for g in ref}) if ref else None,
+            "mean": summary, "per_seed": results, "rttm": rttm}

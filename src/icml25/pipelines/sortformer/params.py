@@ -62,7 +62,7 @@ class SimParams(ParamsModel):
     n_val: int = Field(ge=1)
     n_test: int = Field(ge=1)
     n_test_inpool: int = Field(ge=1)
-    count_weights: list[float] = Field(min_length=1, max_length=4)
+    count_weights: list[float] = Field(min_length=1, max_length=6)
     p_switch: float = Field(default=0.85, ge=0, le=1)
     p_overlap: float = Field(default=0.4, ge=0, le=1)
     overlap_range: tuple[float, float] = (0.2, 1.0)
@@ -72,6 +72,11 @@ class SimParams(ParamsModel):
     rir: Literal["none", "synthetic", "shoebox"] = "synthetic"
     rt60_range: tuple[float, float] = (0.2, 0.6)
     seed: int = Field(default=0, ge=0)
+    #: training sessions without speech (silence, white or pink noise; all-zero labels)
+    n_train_empty: int = Field(default=0, ge=0)
+    #: share of the >= 2-speaker training sessions also trained with their first two speakers'
+    #: first turns exchanged (arrival-order augmentation)
+    swap_augment: float = Field(default=0.0, ge=0, le=1)
 
     @model_validator(mode="after")
     def _ranges(self) -> SimParams:
@@ -162,6 +167,52 @@ class MsasrParams(ParamsModel):
     optim: OptimParams
 
 
+class RobustnessParams(ParamsModel):
+    """Held-out checks of every diarizer: the first-two-speakers swap test and speech-free
+    probes (silence, white and pink noise)."""
+
+    enabled: bool = True
+    n_swap: int = Field(default=30, ge=1)
+    probe_s: float = Field(default=15.0, gt=0)
+    probe_levels_db: list[float] = Field(default=[-50.0, -20.0], min_length=1)
+    seed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _levels(self) -> RobustnessParams:
+        if any(not -120.0 <= x <= 0.0 for x in self.probe_levels_db):
+            raise ValueError(f"probe_levels_db must be in [-120, 0] dB full scale, got "
+                             f"{self.probe_levels_db}")
+        return self
+
+
+class AudioCheckParams(ParamsModel):
+    """Diarize one recording with every trained model and the clustering baseline: ``path`` a
+    local wav file (any rate; the first channel), ``rttm`` its reference (optional; DER and the
+    first-speech onset need it). Without ``path`` a ``duration_s`` session of unseen speakers is
+    synthesised (with its reference)."""
+
+    enabled: bool = True
+    path: str | None = None
+    rttm: str | None = None
+    duration_s: float = Field(default=30.0, gt=2.0)
+    seed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _files(self) -> AudioCheckParams:
+        from pathlib import Path
+        if self.rttm is not None and self.path is None:
+            raise ValueError("rttm is given without path: name the wav file it describes")
+        for name, value, suffix in (("path", self.path, ".wav"), ("rttm", self.rttm, ".rttm")):
+            if value is None:
+                continue
+            f = Path(value).expanduser()
+            if not f.is_file():
+                raise ValueError(f"{name}: no such file {value!r}")
+            if f.suffix.lower() != suffix:
+                raise ValueError(f"{name}: {value!r} is not a {suffix} file")
+        return self
+
+
 class SortformerParams(ParamsModel):
     seeds: Seeds
     device: str = "cpu"
@@ -177,6 +228,8 @@ class SortformerParams(ParamsModel):
     postprocessing: PostProcessingParams = PostProcessingParams()
     clustering: ClusteringParams
     msasr: MsasrParams
+    robustness: RobustnessParams = RobustnessParams()
+    audio_check: AudioCheckParams = AudioCheckParams()
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -5,7 +5,8 @@ seed shard (namespace ``sortformer.<variant>.shard_<k>``: pil, sort, hybrid; sha
 trains ``seeds[k::n]``, see :mod:`icml25.core.sweep`) -> post-processing tuning and evaluation of
 every shard's diarizers, clustering baseline -> word mixtures -> multi-speaker ASR with no, hybrid
 diarizer and oracle kernels, one node per seed shard (``sortformer.msasr.shard_<k>``, reading
-that shard's hybrid diarizers) -> cpWER table in seed order -> metrics, claims and figures.
+that shard's hybrid diarizers) -> cpWER table in seed order -> one-recording check
+(``check_audio``: a named wav or a synthesised long session) -> metrics, claims and figures.
 Variants and seeds are separate nodes, so a parallel runner spreads them over its workers.
 """
 
@@ -67,9 +68,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(nodes.merge_cpwer_tables,
              [f"sortformer.msasr.shard_{k}.cpwer_table" for k in range(n)],
              "sortformer.cpwer_table", name="merge_cpwer_tables", namespace=NS),
+        node(_bind(nodes.check_audio, n_shards=n),
+             ["sortformer.utterances", "sortformer.speakers", "sortformer.der_table",
+              "sortformer.clustering_table", P, *models],
+             "sortformer.audio_check", name="check_audio", namespace=NS),
         node(nodes.judge_claims,
              ["sortformer.der_table", "sortformer.clustering_table", "sortformer.cpwer_table",
-              "sortformer.session_stats", P, "run_info", "params:claims_confidence"],
+              "sortformer.session_stats", P, "run_info", "params:claims_confidence",
+              "sortformer.audio_check"],
              ["sortformer.metrics", "sortformer.claims"], name="judge_claims", namespace=NS),
         node(_bind(nodes.log_training_curves, n_shards=n), [P, *models], None,
              name="log_training_curves", namespace=NS),

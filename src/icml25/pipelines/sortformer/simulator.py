@@ -212,3 +212,44 @@ def session_stats(sessions: pd.DataFrame, resolution_s: float = 0.01) -> dict[st
     return {"overlap_ratio": overlap / max(speech, 1.0), "silence_ratio": silence / max(total, 1.0),
             "n_sessions": int(sessions["session"].nunique()),
             **{f"sessions_with_{k}_speakers": v for k, v in sorted(counts.items())}}
+
+
+def swap_first_turns(rows: pd.DataFrame, durations: Mapping[str, float], suffix: str = "_swapped"
+                     ) -> pd.DataFrame:
+    """The session with the first turns of its first two speakers exchanged in time.
+
+    Speaker A (first onset ``t_A``) and B (first onset ``t_B > t_A``): B's first utterance now
+    starts at ``t_A`` and A's at ``t_B``; every other turn, the gains, RIRs and noise are kept
+    (rows keep their order, so rendering draws the same RIR for the same speaker). B becomes the
+    first arrival and A the second: an arrival-order diarizer must exchange its first two
+    channels. ``durations`` gives each utterance's length in seconds. Sessions with fewer than two
+    speakers are refused.
+    """
+    rows = rows.copy()
+    order = rows.sort_values(["start", "speaker"])
+    speakers = list(dict.fromkeys(order["speaker"]))
+    if len(speakers) < 2:
+        raise ValueError(f"session {rows['session'].iloc[0]}: the swap needs >= 2 speakers")
+    ia = order.index[order["speaker"] == speakers[0]][0]
+    ib = order.index[order["speaker"] == speakers[1]][0]
+    ta, tb = float(rows.at[ia, "start"]), float(rows.at[ib, "start"])
+    length = float(rows["duration_s"].iloc[0])
+    for i, t in ((ia, tb), (ib, ta)):
+        rows.at[i, "start"] = round(t, 3)
+        rows.at[i, "end"] = round(min(t + durations[rows.at[i, "utterance"]], length), 3)
+    rows["session"] = rows["session"] + suffix
+    return rows
+
+
+def probe_clip(kind: str, duration_s: float, level_db: float, seed: int,
+               sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A clip without speech: ``silence`` (digital zeros), ``white`` or ``pink`` noise at an RMS
+    of ``level_db`` dB full scale."""
+    n = round(duration_s * sample_rate)
+    if kind == "silence":
+        return np.zeros(n, dtype=np.float32)
+    if kind not in ("white", "pink"):
+        raise ValueError(f"probe kind: got {kind!r}; expected silence, white or pink")
+    x = _noise(np.random.default_rng(seed), n, kind)
+    x *= 10 ** (level_db / 20) / max(float(np.sqrt((x ** 2).mean())), 1e-12)
+    return x.astype(np.float32)

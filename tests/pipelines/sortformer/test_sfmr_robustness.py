@@ -1,0 +1,101 @@
+"""Swap test, speech-free probes and sessions of five or more speakers (labels and metrics)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from icml25.pipelines.sortformer.features import log_mel
+from icml25.pipelines.sortformer.nodes import _scores, read_wav, swap_order_rate
+from icml25.pipelines.sortformer.postprocessing import PostProcessing
+from icml25.pipelines.sortformer.rttm import arrival_order
+from icml25.pipelines.sortformer.simulator import (
+    SimConfig,
+    probe_clip,
+    session_labels,
+    session_segments,
+    simulate_split,
+    swap_first_turns,
+)
+
+SPEAKERS = list("abcdefg")
+
+
+@pytest.fixture(scope="module")
+def bank() -> tuple[pd.DataFrame, dict[str, float]]:
+    rng = np.random.default_rng(1)
+    rows = [{"utterance": f"{s}_{i}", "speaker": s, "kind": "sentence",
+             "n_samples": int(rng.uniform(0.6, 1.5) * 16000)} for s in SPEAKERS for i in range(6)]
+    frame = pd.DataFrame(rows)
+    return frame, {r.utterance: r.n_samples / 16000 for r in frame.itertuples()}
+
+
+def test_swap_exchanges_the_first_two_arrivals_and_nothing_else(bank):
+    utt, durations = bank
+    cfg = SimConfig(duration_s=8.0, count_weights=(0.0, 0.5, 0.5))
+    sessions = simulate_split(utt, SPEAKERS, 12, cfg, 3, "swap")
+    for name, g in sessions.groupby("session"):
+        twin = swap_first_turns(g, durations)
+        a, b = arrival_order(session_segments(g)), arrival_order(session_segments(twin))
+        assert b[:2] == a[1::-1] and b[2:] == a[2:], name
+        assert twin["session"].iloc[0] == f"{name}_swapped"
+        changed = (twin[["start", "end"]].to_numpy() != g[["start", "end"]].to_numpy()).any(1)
+        assert changed.sum() == 2  # the two first turns
+        ya, yb = session_labels(g), session_labels(twin)
+        assert ya.shape == yb.shape and ya[:, 2:].sum() == pytest.approx(yb[:, 2:].sum())
+    with pytest.raises(ValueError, match="needs >= 2 speakers"):
+        one = simulate_split(utt, SPEAKERS, 1, SimConfig(duration_s=4.0, count_weights=(1.0,)),
+                             0, "x")
+        swap_first_turns(one, durations)
+
+
+def test_swap_order_rate_counts_pairs_where_both_follow_arrival_order():
+    y = np.zeros((10, 3), np.float32)
+    y[:5, 0] = 1
+    y[5:, 1] = 1
+    good, flipped = y.copy(), y[:, [1, 0, 2]]
+    assert swap_order_rate([good, good], [y, y], [good, flipped], [y, y]) == 0.5
+    assert swap_order_rate([flipped], [y], [good], [y]) == 0.0
+    with pytest.raises(ValueError, match="no session pairs"):
+        swap_order_rate([], [], [], [])
+
+
+def test_probes_are_speech_free_and_leveled():
+    assert not probe_clip("silence", 1.0, -20.0, 0).any()
+    for kind in ("white", "pink"):
+        x = probe_clip(kind, 2.0, -30.0, 1)
+        assert 20 * np.log10(np.sqrt((x.astype(np.float64) ** 2).mean())) == pytest.approx(-30.0)
+        assert np.isfinite(log_mel(x, 16)).all()
+    assert np.isfinite(log_mel(probe_clip("silence", 1.0, 0.0, 0), 16)).all()
+    with pytest.raises(ValueError, match="probe kind"):
+        probe_clip("babble", 1.0, -30.0, 0)
+
+
+def test_five_and_six_speaker_sessions_get_labels_and_metrics(bank):
+    utt, _ = bank
+    for k in (5, 6):
+        cfg = SimConfig(duration_s=14.0, count_weights=(0,) * (k - 1) + (1.0,), p_overlap=0.5)
+        sessions = simulate_split(utt, SPEAKERS, 3, cfg, k, "test")
+        labels, names = [], []
+        for name, g in sessions.groupby("session"):
+            assert g["speaker"].nunique() == k
+            y = session_labels(g, k, 0.08)
+            assert y.shape == (175, k) and (y.sum(0) > 0).all()
+            first = [int(np.flatnonzero(y[:, j])[0]) for j in range(k)]
+            assert first == sorted(first)  # columns in arrival order
+            labels.append(y)
+            names.append(name)
+        noisy = [np.clip(y * 0.9 + 0.05, 0, 1) for y in labels]
+        s = _scores(noisy, labels, names, sessions, PostProcessing(), 0.08)
+        assert s["f1_ats"] > 0.9 and s["der_c0"] < 0.1 and s["count_accuracy"] == 1.0
+        assert np.isfinite(s["f1_gap_overlap"]) and s["f1_gap_overlap"] >= 0.0
+        with pytest.raises(ValueError, match=f"{k} speakers but the model has 4 outputs"):
+            session_labels(sessions[sessions["session"] == names[0]], 4, 0.08)
+
+
+def test_read_wav_refuses_what_is_not_audio(tmp_path):
+    bad = tmp_path / "x.wav"
+    bad.write_text("not audio")
+    with pytest.raises(ValueError, match=r"audio_check\.path: cannot read"):
+        read_wav(str(bad))
