@@ -140,6 +140,8 @@ def test_augmentation_keeps_the_inter_channel_delay():
     (("data", "weak_t60"), [0.1, 0.7], r"acorn\.data: .*must not overlap"),
     (("train", "epochs"), 0, r"acorn\.train\.epochs: got 0"),
     (("model", "phase"), "pairwise", r"acorn\.model\.phase"),
+    (("train", "delay_augment"), 12, r"acorn: .*delay_augment 12 samples exceeds"),
+    (("train", "unknown_source_rate"), 1.0, r"acorn\.train\.unknown_source_rate"),
 ])
 def test_parameter_model_names_the_full_key(path, value, message):
     import copy
@@ -210,3 +212,103 @@ def test_answer_parser_reads_the_usual_ways_to_write_numbers(task, text, expecte
         assert np.isnan(got)
     else:
         assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("use_phase", [True, False])
+def test_doa_head_is_antisymmetric_under_the_microphone_swap(use_phase):
+    torch.manual_seed(0)
+    model = AcornModel(EncoderConfig(d=16, layers=1, heads=2, use_phase=use_phase,
+                                     dropout=0.0)).eval()
+    x = torch.randn(5, 2, 2000) * torch.tensor([1.0, 0.5])[None, :, None]
+    src = torch.zeros(5, dtype=torch.long)
+    with torch.no_grad():
+        model.heads["doa"][2].weight.mul_(1e3)  # outputs of order 1, not 1e-4
+        out, out_swap = model(x, "doa", src), model(x.flip(1), "doa", src)
+        raw, raw_swap = model.raw(x, "doa", src), model.raw(x.flip(1), "doa", src)
+    # f(swap x) = -f(x) for the TDoA and the left-right logit difference, by construction
+    np.testing.assert_allclose(out_swap[:, 0].numpy(), -out[:, 0].numpy(), rtol=1e-5,
+                               atol=1e-5)
+    diff = out[:, 2] - out[:, 1]
+    np.testing.assert_allclose((out_swap[:, 2] - out_swap[:, 1]).numpy(), -diff.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    assert (out[:, 0].abs() > 1e-2).all() and (diff.abs() > 1e-2).all()  # not trivially 0
+    # the unconstrained head is not antisymmetric (the property comes from the construction)
+    assert not torch.allclose(raw_swap[:, 0], -raw[:, 0], atol=1e-3)
+    # other tasks are untouched
+    with torch.no_grad():
+        np.testing.assert_array_equal(model(x, "los", src).numpy(),
+                                      model.raw(x, "los", src).numpy())
+    off = AcornModel(EncoderConfig(d=16, layers=1, heads=2, dropout=0.0,
+                                   swap_antisymmetric=False)).eval()
+    with torch.no_grad():
+        np.testing.assert_array_equal(off(x, "doa", src).numpy(), off.raw(x, "doa", src).numpy())
+
+
+def test_physics_augmentation_moves_the_labels_with_the_audio():
+    from icml25.pipelines.acorn.channels import fractional_delay
+    from icml25.pipelines.acorn.dsp_baselines import gcc_phat
+    from icml25.pipelines.acorn.multitask import Augment, physics_augment
+
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal(4400)
+    taus = np.array([3.0, -2.0, 0.5, 8.9] * 8)
+    audio = torch.from_numpy(np.stack([np.stack([s[200:4200], fractional_delay(s, t)[200:4200]])
+                                       for t in taus]).astype(np.float32))
+    aug = Augment(swap=True, reverse=True, max_delay=2, max_tdoa=9.33)
+    x, y, _src = physics_augment("doa", audio, taus, np.zeros(taus.size, int),
+                                np.random.default_rng(3), aug, unknown_source=7)
+    assert not np.array_equal(y, taus) and np.all(np.abs(y) <= 9.33)
+    for clip, label in zip(x.numpy(), y, strict=True):  # the delay the audio carries = label
+        assert gcc_phat(clip[0], clip[1], 12.0)[0] == pytest.approx(label, abs=0.2)
+    np.testing.assert_array_equal(audio[0].numpy(), np.stack(
+        [s[200:4200], fractional_delay(s, 3.0)[200:4200]]).astype(np.float32))  # input kept
+    # other tasks: labels kept under the swap; Doppler names dropped at the given rate
+    _x, y_los, _src = physics_augment("los", audio, np.ones(32), np.zeros(32, int),
+                                      np.random.default_rng(4), aug, 7)
+    assert np.all(y_los == 1.0)
+    tokens = np.ones(4000, int)
+    _x, _y, t = physics_augment("doppler", audio[:1].expand(4000, -1, -1), np.zeros(4000),
+                                tokens, np.random.default_rng(5),
+                                Augment(unknown_source_rate=0.15), 7)
+    assert set(np.unique(t)) == {1, 7} and np.mean(t == 7) == pytest.approx(0.15, abs=0.02)
+
+
+def test_symmetry_metrics_of_an_exactly_equivariant_predictor():
+    import pandas as pd
+
+    from icml25.pipelines.acorn.symmetry import CHANNEL_DELAYS, symmetry_metrics
+
+    tau = np.array([3.0, -4.0, 1.0, 8.5])
+    meta = pd.DataFrame({"item": [0, 1, 2, 3, 4, 5, 6, 7], "split": ["test"] * 6 + ["mirror"] * 2,
+                         "task": ["doa"] * 4 + ["doppler"] * 4,
+                         "label": [*tau, 2.0, -1.0, -2.1, 1.1], "mirror_of": [-1] * 6 + [4, 5]})
+    rows = []
+
+    def add(split, task, items, pred):
+        rows.extend({"split": split, "task": task, "item": i, "pred": float(v)}
+                    for i, v in zip(items, pred, strict=True))
+
+    add("test", "doa", range(4), tau)
+    add("sym_swap", "doa", range(4), -tau)
+    add("sym_reverse", "doa", range(4), -tau)
+    add("sym_delay", "doa", range(4), tau)
+    for d in CHANNEL_DELAYS:
+        add(f"sym_icd{d:+d}", "doa", range(4), tau + d)
+    add("test", "doppler", [4, 5], [2.0, -1.0])
+    add("sym_reverse", "doppler", [4, 5], [2.0, -1.0])
+    add("sym_unknown", "doppler", [4, 5], [1.0, -1.0])
+    add("mirror", "doppler", [6, 7], [-2.1, 1.1])
+    got = symmetry_metrics(meta, pd.DataFrame(rows), max_tdoa=9.33)
+    assert got == {"doa_swap_error": 0.0, "doa_swap_side_flip": 1.0, "doa_reverse_error": 0.0,
+                   "doa_delay_change": 0.0, "doa_channel_delay_error": 0.0,
+                   "doppler_reverse_change": 0.0, "doppler_unknown_source_mae_f": 0.5,
+                   "doppler_mirror_sign_flip": 1.0, "doppler_mirror_error": 0.0,
+                   "doppler_sign_acc_approaching": 1.0, "doppler_sign_acc_receding": 1.0}
+    # a predictor that ignores the swap: error 2|tau|, no side flips; the 8.5-sample item is
+    # left out of the +2 delay (|8.5 + 2| > 9.33)
+    rows = [r if r["split"] != "sym_swap" else {**r, "pred": tau[r["item"]]} for r in rows]
+    rows = [r if r["split"] != "sym_icd+2" else {**r, "pred": tau[r["item"]]} for r in rows]
+    got = symmetry_metrics(meta, pd.DataFrame(rows), max_tdoa=9.33)
+    assert got["doa_swap_error"] == pytest.approx(np.mean(2 * np.abs(tau)))
+    assert got["doa_swap_side_flip"] == 0.0
+    assert got["doa_channel_delay_error"] == pytest.approx(2.0 * 3 / 7)  # 3 of 7 in range off by 2

@@ -28,6 +28,14 @@ def test_acorn_runs_end_to_end_on_test_config(kedro_project, run_pipeline):
     names = {k for k in metrics["metrics"]["acorn_phase"] if not k.endswith("_std")}
     assert {"los_bca", "multipath_tca", "doppler_mae_f", "doa_mae_t", "range_rep",
             "t2_doa_mae_t", "ood_los_bca"} <= names
+    # the symmetry metrics on the held-out test items, for every variant
+    assert {"doa_swap_error", "doa_swap_side_flip", "doa_reverse_error", "doa_delay_change",
+            "doa_channel_delay_error", "doppler_reverse_change", "doppler_mirror_sign_flip",
+            "doppler_mirror_error", "doppler_unknown_source_mae_f"} <= names
+    for variant in ("acorn_phase", "magnitude_only"):  # antisymmetric DoA head, built in
+        assert metrics["metrics"][variant]["doa_swap_error"] < 1e-4
+        assert metrics["metrics"][variant]["doa_swap_side_flip"] == 1.0
+    assert metrics["metrics"]["prior"]["doa_delay_change"] == 0.0  # a constant does not move
     for variant in variants:
         got = {k for k in metrics["metrics"][variant] if not k.endswith("_std")}
         assert got == names, variant

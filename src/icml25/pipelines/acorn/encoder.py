@@ -9,8 +9,15 @@ identical network with the two phase branches removed (the magnitude-only contro
 for the Whisper encoder).
 
 The readout, in place of the LLM: a learned task token and a source token (the Doppler catalogue
-entry named in the question) are prepended to the audio tokens; the output at the task token
-feeds one small MLP head per task.
+entry named in the question; token 0 "no named source" for the other tasks, the last token
+"unknown source type" for any source outside the catalogue, trained by dropping the name of a
+fraction of the Doppler training items) are prepended to the audio tokens; the output at the
+task token feeds one small MLP head per task.
+
+Microphone-swap antisymmetry (``swap_antisymmetric``, our addition): swapping the two channels
+mirrors the scene about the array's broadside plane, so the TDoA changes sign exactly. The DoA
+head is built antisymmetric, f(x) = (g(x) − g(swap x))/2 for the TDoA output and the left−right
+logit difference, so f(swap x) = −f(x) holds by construction (up to float rounding) in eval mode.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ class EncoderConfig:
     mc_mode: str = "stack"
     phase: str = "relative"
     dropout: float = 0.1
-    n_sources: int = 7  # catalogue entries + "no named source"
+    n_sources: int = 8  # "no named source" + catalogue entries + "unknown source type"
+    swap_antisymmetric: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,13 +170,29 @@ class AcornModel(nn.Module):
             task: nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.Linear(cfg.d, n))
             for task, n in TASK_OUTPUTS.items()})
 
-    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
+    @property
+    def unknown_source(self) -> int:
+        """The token of a source type outside the catalogue (the last one)."""
+        return self.cfg.n_sources - 1
+
+    def raw(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
+        """The task head's output without the built-in symmetry."""
         b = audio.shape[0]
         task_tok = self.task_embedding(torch.full((b,), TASK_IDS[task], dtype=torch.long,
                                                   device=audio.device))
         prefix = torch.stack([task_tok, self.source_embedding(source)], dim=1)
         tokens = self.encoder(audio, prefix)
         return self.heads[task](tokens[:, 0])
+
+    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
+        if task != "doa" or not self.cfg.swap_antisymmetric or audio.shape[1] != 2:
+            return self.raw(audio, task, source)
+        b = audio.shape[0]
+        both = self.raw(torch.cat([audio, audio.flip(1)]), task, torch.cat([source, source]))
+        g, g_swap = both[:b], both[b:]
+        tdoa = 0.5 * (g[:, 0] - g_swap[:, 0])
+        side = 0.5 * ((g[:, 2] - g[:, 1]) - (g_swap[:, 2] - g_swap[:, 1]))
+        return torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1)
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -18,20 +18,37 @@ RATIO = "ratio:acorn_phase/magnitude_only"
 
 
 def higher_is_better(metric: str) -> bool:
-    return metric.endswith(("_bca", "_tca", "_acc"))
+    from icml25.pipelines.acorn.symmetry import HIGHER
+    return metric.endswith(("_bca", "_tca", "_acc")) or metric in HIGHER
 
 
 def score_predictions(meta: pd.DataFrame, preds: pd.DataFrame, spacing: float,
-                      seeds: Sequence[int]) -> pd.DataFrame:
+                      seeds: Sequence[int], max_tdoa: float | None = None) -> pd.DataFrame:
     """One row (variant, seed, metric, value) per metric of every variant and seed.
 
     Deterministic baselines (classical DSP, prior) are scored once (seed 0); ``best_trivial``
     is, per seed, the better of the prior and that seed's random predictor on each metric.
+    The learned variants' predictions on transformed test clips (splits ``sym_*``) and on the
+    mirrored Doppler scenes (split ``mirror``) give the symmetry metrics of
+    :func:`icml25.pipelines.acorn.symmetry.symmetry_metrics` (``max_tdoa``: the array's
+    largest |TDoA| in samples, default d·fs/c).
     """
+    from icml25.pipelines.acorn.channels import FS, SPEED_OF_SOUND
+    from icml25.pipelines.acorn.symmetry import symmetry_metrics
     if preds.empty:
         raise ValueError("acorn evaluation: no predictions to score")
+    if max_tdoa is None:
+        max_tdoa = spacing * FS / SPEED_OF_SOUND
     labels = meta.set_index("item")["label"]
     rows = []
+    extra = ~preds["split"].isin(list(SPLIT_PREFIX))
+    for (variant, seed), group in preds.groupby(["variant", "seed"], sort=True):
+        if not extra.loc[group.index].any():
+            continue
+        for metric, value in symmetry_metrics(meta, group, max_tdoa).items():
+            rows.append({"variant": variant, "seed": int(seed), "metric": metric,
+                         "value": value})
+    preds = preds[~extra]
     for (variant, seed, split, task), group in preds.groupby(
             ["variant", "seed", "split", "task"], sort=True):
         true = labels.loc[group["item"].to_numpy()].to_numpy(dtype=float)

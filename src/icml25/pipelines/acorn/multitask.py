@@ -5,6 +5,12 @@ one task, and the batches of all tasks are interleaved; the loss of a batch is i
 (LOS 2-way CE, multipath 3-way CE, Doppler Huber on Δf%, DoA Huber on the TDoA + 2-way
 left/right CE, range Huber on log D; regression targets standardised with training statistics).
 AdamW, one warm-up epoch then cosine decay; the weights with the lowest validation loss are kept.
+
+Physics augmentation (:func:`physics_augment`, our addition): a random channel swap (TDoA label
+negated, every other label kept), for DoA a random time reversal (a reversed pair has the
+negated TDoA) and a random integer inter-channel delay δ (channel 2 delayed by δ samples,
+label + δ, only where |τ + δ| stays inside the array's physical range). A fraction of the
+Doppler training items gets the "unknown source type" token instead of its catalogue name.
 """
 
 from __future__ import annotations
@@ -32,6 +38,17 @@ class TaskData:
     source: np.ndarray  # source token per item
 
 
+@dataclass(frozen=True)
+class Augment:
+    """Which label-aware augmentations :func:`physics_augment` applies (``acorn.train``)."""
+
+    swap: bool = True
+    reverse: bool = True
+    max_delay: int = 2  # samples; 0 = off
+    max_tdoa: float = 9.33  # |τ| the array can produce, d·fs/c (samples)
+    unknown_source_rate: float = 0.0
+
+
 def regression_target(task: str, label: np.ndarray) -> np.ndarray:
     """What the head regresses: log D for range, the label itself otherwise."""
     return np.log(label) if task == "range" else np.asarray(label, dtype=float)
@@ -47,7 +64,10 @@ def target_stats(data: dict[str, TaskData]) -> dict[str, tuple[float, float]]:
     for task in REGRESSION:
         if task in data:
             y = regression_target(task, data[task].target)
-            out[task] = (float(np.mean(y)), float(np.std(y) + 1e-6))
+            if task == "doa":  # centred at 0, so the antisymmetric head stays antisymmetric
+                out[task] = (0.0, float(np.sqrt(np.mean(y ** 2)) + 1e-6))
+            else:
+                out[task] = (float(np.mean(y)), float(np.std(y) + 1e-6))
     return out
 
 
@@ -75,6 +95,40 @@ def augment_batch(audio: torch.Tensor, rng: np.random.Generator) -> torch.Tensor
     rolled = torch.gather(audio, 2, idx[:, None, :].expand_as(audio))
     sign = torch.as_tensor(rng.choice([-1.0, 1.0], size=b), dtype=audio.dtype)
     return rolled * sign[:, None, None]
+
+
+def physics_augment(task: str, audio: torch.Tensor, target: np.ndarray, source: np.ndarray,
+                    rng: np.random.Generator, aug: Augment, unknown_source: int
+                    ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """Label-aware augmentation of one task's batch (see the module docstring); returns new
+    audio, targets and source tokens (inputs are not modified)."""
+    b = audio.shape[0]
+    target = np.asarray(target, dtype=float).copy()
+    source = np.asarray(source).copy()
+    if aug.swap and audio.shape[1] == 2:
+        swap = rng.random(b) < 0.5
+        if swap.any():
+            audio = audio.clone()
+            audio[swap] = audio[swap].flip(1)
+            if task == "doa":
+                target[swap] = -target[swap]
+    if task == "doa" and aug.reverse:
+        rev = rng.random(b) < 0.5
+        if rev.any():
+            audio = audio.clone()
+            audio[rev] = audio[rev].flip(2)
+            target[rev] = -target[rev]
+    if task == "doa" and aug.max_delay > 0 and audio.shape[1] == 2:
+        delta = rng.integers(-aug.max_delay, aug.max_delay + 1, size=b)
+        delta[np.abs(target + delta) > aug.max_tdoa] = 0
+        if np.any(delta):
+            audio = audio.clone()
+            for i in np.flatnonzero(delta):
+                audio[i, 1] = torch.roll(audio[i, 1], int(delta[i]))
+            target = target + delta
+    if task == "doppler" and aug.unknown_source_rate > 0:
+        source[rng.random(b) < aug.unknown_source_rate] = unknown_source
+    return audio, target, source
 
 
 def batch_schedule(sizes: dict[str, int], batch_size: int, epochs: int, seed: int
@@ -128,8 +182,8 @@ def validation_loss(model: AcornModel, data: dict[str, TaskData],
 def train_model(cfg: EncoderConfig, train_data: dict[str, TaskData],
                 val_data: dict[str, TaskData], *, epochs: int, batch_size: int, lr: float,
                 weight_decay: float, seed: int, device: torch.device | str = "cpu",
-                augment: bool = True, progress: bool = False, desc: str = "acorn"
-                ) -> tuple[AcornModel, dict]:
+                augment: bool = True, physics: Augment | None = None,
+                progress: bool = False, desc: str = "acorn") -> tuple[AcornModel, dict]:
     """Train one encoder (one seed); returns the model (best validation weights) and a record
     of the run (history, target statistics, parameter count)."""
     torch.manual_seed(seed)
@@ -152,11 +206,14 @@ def train_model(cfg: EncoderConfig, train_data: dict[str, TaskData],
     def batch_fn(step: int):
         task, idx = schedule[step]
         d = train_data[task]
-        audio = d.audio[idx]
+        audio, target, source = d.audio[idx], d.target[idx], d.source[idx]
         if augment:
             audio = augment_batch(audio, np.random.default_rng([seed, step]))
-        return task, audio, torch.as_tensor(d.target[idx]), torch.as_tensor(
-            d.source[idx], dtype=torch.long)
+        if physics is not None:
+            audio, target, source = physics_augment(
+                task, audio, target, source, np.random.default_rng([seed, step, 1]), physics,
+                model.unknown_source)
+        return task, audio, torch.as_tensor(target), torch.as_tensor(source, dtype=torch.long)
 
     def loss_fn(m: nn.Module, batch) -> torch.Tensor:
         task, audio, target, src = batch

@@ -123,7 +123,25 @@ def sample_scene_metadata(bank: dict[str, Any], params: dict[str, Any]) -> pd.Da
         parts.append(scenes.sample_split(ood, "ood", cfg, bank["index"], d.seed + 4))
     meta = pd.concat(parts, ignore_index=True)
     meta["item"] = np.arange(len(meta))
+    if d.doppler_mirror:
+        meta = pd.concat([meta, _mirror_rows(meta)], ignore_index=True)
     return meta
+
+
+def _mirror_rows(meta: pd.DataFrame) -> pd.DataFrame:
+    """Every test Doppler scene with the opposite radial speed (split ``mirror``; same seed,
+    so the same source, partial phases and noise): approaching <-> receding, for the symmetry
+    metrics. ``mirror_of`` is the test item it mirrors."""
+    from icml25.pipelines.acorn.channels import doppler_shift_percent
+    from icml25.pipelines.acorn.qa import answer
+    rows = meta[(meta["split"] == "test") & (meta["task"] == "doppler")].copy()
+    rows["mirror_of"] = rows["item"].to_numpy()
+    rows["split"] = "mirror"
+    rows["v"] = -rows["v"].to_numpy(dtype=float)
+    rows["label"] = doppler_shift_percent(rows["v"].to_numpy())
+    rows["answer"] = [answer("doppler", y) for y in rows["label"]]
+    rows["item"] = len(meta) + np.arange(len(rows))
+    return rows
 
 
 def _check_meta(meta: pd.DataFrame) -> None:
@@ -176,6 +194,12 @@ def _task_data(meta: pd.DataFrame, clips: dict[str, np.ndarray], split: str
     return out
 
 
+def _max_tdoa(p: AcornParams) -> float:
+    """The largest |TDoA| the two-mic array can produce, d·fs/c samples."""
+    from icml25.pipelines.acorn.channels import FS, SPEED_OF_SOUND
+    return p.data.mic_spacing * FS / SPEED_OF_SOUND
+
+
 def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict[str, Any],
                   variant: str, shard: int = 0, n_shards: int = 1) -> dict[str, Any]:
     """Train one encoder variant once per seed of shard ``shard`` of ``n_shards``
@@ -184,7 +208,7 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
     :func:`seed_everything` and its own data order, so its model does not depend on the shard."""
     from icml25.core.device import resolve_device, seed_everything, set_threads
     from icml25.pipelines.acorn.encoder import EncoderConfig
-    from icml25.pipelines.acorn.multitask import train_model
+    from icml25.pipelines.acorn.multitask import Augment, train_model
     from icml25.pipelines.acorn.sources import TONAL_CATALOGUE
     p = _params(params)
     seeds = shard_seeds(p.seeds, shard, n_shards)
@@ -195,7 +219,12 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
     cfg = EncoderConfig(d=p.model.d, layers=p.model.layers, heads=p.model.heads,
                         use_phase=variant == "acorn_phase", mc_mode=p.model.mc_mode,
                         phase=p.model.phase,
-                        dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 1)
+                        dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 2,
+                        swap_antisymmetric=p.model.swap_antisymmetric)
+    t = p.train
+    physics = Augment(swap=t.swap_augment, reverse=t.reverse_augment,
+                      max_delay=t.delay_augment, max_tdoa=_max_tdoa(p),
+                      unknown_source_rate=t.unknown_source_rate)
     train_data, val_data = _task_data(meta, clips, "train"), _task_data(meta, clips, "val")
     models = {}
     for seed in seeds:
@@ -203,7 +232,8 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
         model, record = train_model(cfg, train_data, val_data, epochs=p.train.epochs,
                                     batch_size=p.train.batch_size, lr=p.train.lr,
                                     weight_decay=p.train.weight_decay, seed=seed, device=device,
-                                    augment=p.train.augment, progress=p.progress,
+                                    augment=p.train.augment, physics=physics,
+                                    progress=p.progress,
                                     desc=f"acorn {variant} seed {seed}")
         logger.info("acorn %s seed %d: %d parameters, %d steps in %.0f s", variant, seed,
                     record["n_parameters"], record["steps"], record["seconds"])
@@ -245,7 +275,42 @@ def predict_variant(models: dict[str, Any], meta: pd.DataFrame, clips: dict[str,
                 frames.append(pd.DataFrame({"variant": variant, "seed": int(md["seed"]),
                                             "split": split, "task": task, "item": items,
                                             "pred": pred}))
+            if split == "test":
+                frames += _symmetry_predictions(model, data, rows, stats, device, variant,
+                                                int(md["seed"]))
+        if "mirror" in clips:
+            rows = meta[meta["split"] == "mirror"].reset_index(drop=True)
+            data = {t: v for t, v in _task_data(meta, clips, "mirror").items()
+                    if t == "doppler"}
+            for task, pred in predict(model, data, stats, device=device).items():
+                items = rows.loc[rows["task"] == task, "item"].to_numpy()
+                frames.append(pd.DataFrame({"variant": variant, "seed": int(md["seed"]),
+                                            "split": "mirror", "task": task, "item": items,
+                                            "pred": pred}))
     return pd.concat(frames, ignore_index=True)
+
+
+def _symmetry_predictions(model, data: dict[str, TaskData], rows: pd.DataFrame, stats, device,
+                          variant: str, seed: int) -> list[pd.DataFrame]:
+    """Predictions on the transformed test clips of :mod:`.symmetry` (splits ``sym_*``, the
+    test item ids) and on the Doppler test items fed the "unknown source type" token."""
+    from dataclasses import replace
+
+    from icml25.pipelines.acorn.multitask import predict
+    from icml25.pipelines.acorn.symmetry import transformed_inputs
+    frames = []
+    for task, d in data.items():
+        items = rows.loc[rows["task"] == task, "item"].to_numpy()
+        variants = {split: replace(d, audio=x)
+                    for split, x in transformed_inputs(task, d.audio).items()}
+        if task == "doppler":
+            variants["sym_unknown"] = replace(
+                d, source=np.full_like(d.source, model.unknown_source))
+        for split, td in variants.items():
+            pred = predict(model, {task: td}, stats, device=device)[task]
+            frames.append(pd.DataFrame({"variant": variant, "seed": seed, "split": split,
+                                        "task": task, "item": items, "pred": pred}))
+    return frames
 
 
 def merge_predictions(params: dict[str, Any], *shard_predictions: pd.DataFrame,
@@ -290,8 +355,48 @@ def run_baselines(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
         f, sel = features("train", task)
         classifiers[task] = dsp.fit_blind_classifier(
             f, rows_of["train"]["label"].to_numpy()[sel], seed=p.data.seed)
+    from icml25.pipelines.acorn.symmetry import SPLITS as SYM_SPLITS
+    from icml25.pipelines.acorn.symmetry import transformed_inputs
+    all_splits = (*TEST_SPLITS, "mirror", *SYM_SPLITS)
+
+    def predict_all(split: str, task: str, x: np.ndarray, sid: np.ndarray,
+                    items: np.ndarray) -> list[pd.DataFrame]:
+        """Classical DSP, prior and random predictions of one task's clips ``x``."""
+        if task in classifiers:
+            f = np.stack([dsp.blind_features(c, spacing) for c in x])
+            pred = classifiers[task].predict(f).astype(float)
+        elif task == "doa":
+            pred = np.array([dsp.gcc_phat(c[0], c[1], max_lag)[0] for c in x])
+        elif task == "doppler" and split == "sym_unknown":
+            # FFT peak needs the rest frequency of a named source; with an unknown source
+            # type the classical method has none and answers the training mean
+            pred = np.full(len(x), float(np.mean(train.loc[train["task"] == task, "label"])))
+        elif task == "doppler":
+            pred = np.array([dsp.doppler_fft_peak(c, TONAL_CATALOGUE[int(s)])
+                             for c, s in zip(x, sid, strict=True)])
+        else:
+            pred = np.array([dsp.matched_filter_range(c) for c in x])
+        out = [pd.DataFrame({"variant": "classical_dsp", "seed": 0, "split": split,
+                             "task": task, "item": items, "pred": pred})]
+        y_train = train.loc[train["task"] == task, "label"].to_numpy(dtype=float)
+        if task in ("los", "multipath"):
+            prior = float(np.bincount(y_train.astype(int)).argmax())
+        else:
+            prior = float(np.mean(y_train))
+        out.append(pd.DataFrame({"variant": "prior", "seed": 0, "split": split, "task": task,
+                                 "item": items, "pred": prior}))
+        for seed in p.seeds:
+            rng = np.random.default_rng([seed, TASKS.index(task), all_splits.index(split)])
+            if task in ("los", "multipath"):
+                rand = rng.integers(0, 2 if task == "los" else 3, size=len(x))
+            else:
+                rand = rng.uniform(y_train.min(), y_train.max(), size=len(x))
+            out.append(pd.DataFrame({"variant": "random", "seed": seed, "split": split,
+                                     "task": task, "item": items, "pred": rand.astype(float)}))
+        return out
+
     frames = []
-    splits = [s for s in TEST_SPLITS if s in clips]
+    splits = [s for s in (*TEST_SPLITS, "mirror") if s in clips]
     bar = tqdm(total=sum(len(rows_of[s]) for s in splits), desc="acorn classical baselines",
                disable=not p.progress, leave=False)
     for split in splits:
@@ -301,37 +406,16 @@ def run_baselines(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
             if sel.size == 0:
                 continue
             x = clips[split][sel].astype(np.float64)
-            if task in classifiers:
-                f = np.stack([dsp.blind_features(c, spacing) for c in x])
-                pred = classifiers[task].predict(f).astype(float)
-            elif task == "doa":
-                pred = np.array([dsp.gcc_phat(c[0], c[1], max_lag)[0] for c in x])
-            elif task == "doppler":
-                sid = rows["source_id"].to_numpy()[sel]
-                pred = np.array([dsp.doppler_fft_peak(c, TONAL_CATALOGUE[int(s)])
-                                 for c, s in zip(x, sid, strict=True)])
-            else:
-                pred = np.array([dsp.matched_filter_range(c) for c in x])
+            sid, items = rows["source_id"].to_numpy()[sel], rows["item"].to_numpy()[sel]
+            frames += predict_all(split, task, x, sid, items)
+            if split == "test":  # the transformed test clips of the symmetry metrics
+                sym = {k: v.numpy() for k, v in transformed_inputs(task, torch.from_numpy(x))
+                       .items()}
+                if task == "doppler":
+                    sym["sym_unknown"] = x
+                for sym_split, xs in sym.items():
+                    frames += predict_all(sym_split, task, xs, sid, items)
             bar.update(sel.size)
-            items = rows["item"].to_numpy()[sel]
-            frames.append(pd.DataFrame({"variant": "classical_dsp", "seed": 0, "split": split,
-                                        "task": task, "item": items, "pred": pred}))
-            y_train = train.loc[train["task"] == task, "label"].to_numpy(dtype=float)
-            if task in ("los", "multipath"):
-                prior = float(np.bincount(y_train.astype(int)).argmax())
-            else:
-                prior = float(np.mean(y_train))
-            frames.append(pd.DataFrame({"variant": "prior", "seed": 0, "split": split,
-                                        "task": task, "item": items, "pred": prior}))
-            for seed in p.seeds:
-                rng = np.random.default_rng([seed, TASKS.index(task), TEST_SPLITS.index(split)])
-                if task in ("los", "multipath"):
-                    rand = rng.integers(0, 2 if task == "los" else 3, size=sel.size)
-                else:
-                    rand = rng.uniform(y_train.min(), y_train.max(), size=sel.size)
-                frames.append(pd.DataFrame({"variant": "random", "seed": seed, "split": split,
-                                            "task": task, "item": items,
-                                            "pred": rand.astype(float)}))
     bar.close()
     return pd.concat(frames, ignore_index=True)
 
@@ -343,7 +427,7 @@ def evaluate(meta: pd.DataFrame, params: dict[str, Any], baselines: pd.DataFrame
     from icml25.pipelines.acorn.evaluation import score_predictions
     p = _params(params)
     return score_predictions(meta, pd.concat([baselines, *predictions], ignore_index=True),
-                             p.data.mic_spacing, p.seeds)
+                             p.data.mic_spacing, p.seeds, max_tdoa=_max_tdoa(p))
 
 
 def item_errors(meta: pd.DataFrame, scores: pd.DataFrame, params: dict[str, Any],

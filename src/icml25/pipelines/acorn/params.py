@@ -64,6 +64,8 @@ class DataParams(ParamsModel):
     n_test: TaskCounts
     n_t2: int = Field(ge=0, description="items per task (los, multipath, doa) of the ISM test")
     n_ood: int = Field(ge=0, description="items per task (los, multipath, doa) with sirens")
+    #: every test Doppler scene also rendered with the opposite speed (symmetry metrics)
+    doppler_mirror: bool = True
     seed: int = Field(ge=0)
 
     @field_validator("snr_db", "t60", "weak_t60", "strong_t60")
@@ -112,6 +114,8 @@ class ModelParams(ParamsModel):
     #: the other mics (IPD), `absolute` = every mic's own phase (see encoder.stft_features)
     phase: Literal["absolute", "relative"] = "relative"
     dropout: float = Field(default=0.1, ge=0, lt=1)
+    #: DoA head antisymmetric under the microphone swap by construction (encoder.AcornModel)
+    swap_antisymmetric: bool = True
 
     @model_validator(mode="after")
     def _heads(self) -> ModelParams:
@@ -126,6 +130,11 @@ class TrainParams(ParamsModel):
     lr: float = Field(gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
     augment: bool = True
+    #: label-aware physics augmentation (multitask.physics_augment)
+    swap_augment: bool = True
+    reverse_augment: bool = True
+    delay_augment: int = Field(default=2, ge=0, description="max inter-channel delay (samples)")
+    unknown_source_rate: float = Field(default=0.15, ge=0, lt=1)
 
 
 class AcornParams(ParamsModel):
@@ -139,3 +148,13 @@ class AcornParams(ParamsModel):
     train: TrainParams
     n_examples: int = Field(default=5, ge=1, le=5)
     claims: list[ClaimSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _delay_in_range(self) -> AcornParams:
+        from icml25.pipelines.acorn.channels import FS
+        max_tdoa = self.data.mic_spacing * FS / SPEED_OF_SOUND
+        if self.train.delay_augment > max_tdoa:
+            raise ValueError(f"train.delay_augment {self.train.delay_augment} samples exceeds "
+                             f"the array's largest TDoA {max_tdoa:.2f} samples "
+                             f"(data.mic_spacing {self.data.mic_spacing} m)")
+        return self
