@@ -50,14 +50,22 @@ def cluster_diarize(x: np.ndarray, frame_s: float = 0.08, threshold: float | Non
         return np.zeros((n_out, 1), dtype=np.float32)
     emb = np.asarray(emb)
     emb = (emb - emb.mean(0)) / (emb.std(0) + 1e-6) if len(emb) > 1 else emb
-    if len(emb) == 1:
-        labels = np.zeros(1, dtype=int)
+    zero = np.linalg.norm(emb, axis=1) < 1e-9  # a window at the mean: no cosine direction
+    if len(emb) == 1 or zero.all():
+        labels = np.zeros(len(emb), dtype=int)
+    elif zero.any():  # such windows join the cluster of their nearest window in time
+        labels = np.zeros(len(emb), dtype=int)
+        idx = np.flatnonzero(~zero)
+        sub = cluster_diarize_labels(emb[idx], threshold, n_clusters)
+        labels[idx] = sub
+        labels[zero] = sub[np.abs(np.flatnonzero(zero)[:, None] - idx[None]).argmin(axis=1)]
     elif n_clusters is not None:
         labels = AgglomerativeClustering(n_clusters=min(n_clusters, len(emb)), metric="cosine",
                                          linkage="average").fit_predict(emb)
     else:
         labels = AgglomerativeClustering(n_clusters=None, distance_threshold=threshold,
                                          metric="cosine", linkage="average").fit_predict(emb)
+    labels = np.unique(labels, return_inverse=True)[1]
     centres = np.asarray(centres)
     frame_idx = np.flatnonzero(speech)
     nearest = labels[np.abs(frame_idx[:, None] - centres[None]).argmin(axis=1)]
@@ -73,3 +81,15 @@ def cluster_diarize(x: np.ndarray, frame_s: float = 0.08, threshold: float | Non
             out[k, np.bincount(chunk, minlength=n_lab).argmax()] = 1.0
     first = [np.flatnonzero(out[:, j])[0] if out[:, j].any() else n_out for j in range(n_lab)]
     return out[:, np.argsort(first, kind="stable")]
+
+
+def cluster_diarize_labels(emb: np.ndarray, threshold: float | None, n_clusters: int | None
+                           ) -> np.ndarray:
+    """Cosine average-linkage labels of non-zero embeddings (a single one is cluster 0)."""
+    if len(emb) == 1:
+        return np.zeros(1, dtype=int)
+    if n_clusters is not None:
+        return AgglomerativeClustering(n_clusters=min(n_clusters, len(emb)), metric="cosine",
+                                       linkage="average").fit_predict(emb)
+    return AgglomerativeClustering(n_clusters=None, distance_threshold=threshold,
+                                   metric="cosine", linkage="average").fit_predict(emb)

@@ -839,7 +839,7 @@ def check_audio(utterances: pd.DataFrame, speakers: pd.DataFrame, der_table: pd.
     """Diarize one recording with every trained diarizer (its tuned post-processing) and the
     clustering baseline (its tuned threshold): ``audio_check.path`` (a local wav) with its
     optional reference ``audio_check.rttm``, or else a synthesised ``audio_check.duration_s``
-    session of unseen speakers. DER (collars 0.25 and 0) and the onset errors need a reference.
+    session of 2 or more unseen speakers (the simulator's count weights without one-speaker). DER (collars 0.25 and 0) and the onset errors need a reference.
     Runs alone on a finished run's outputs: ``kedro run --pipeline=sortformer
     --nodes=sortformer.check_audio --params=sortformer.audio_check.path=<file.wav>``."""
     from icml25.core.device import set_threads
@@ -866,7 +866,8 @@ def check_audio(utterances: pd.DataFrame, speakers: pd.DataFrame, der_table: pd.
         source = {"path": a.path, "rttm": a.rttm, "sample_rate": sr}
     else:
         sim = p.sim
-        cfg = SimConfig(duration_s=a.duration_s, count_weights=tuple(sim.count_weights),
+        weights = [0.0, *sim.count_weights[1:]] if len(sim.count_weights) > 1 else [0.0, 1.0]
+        cfg = SimConfig(duration_s=a.duration_s, count_weights=tuple(weights),
                         p_switch=sim.p_switch, p_overlap=sim.p_overlap,
                         overlap_range=tuple(sim.overlap_range),
                         silence_mean_s=sim.silence_mean_s, gain_db=sim.gain_db,
