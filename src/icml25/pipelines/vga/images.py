@@ -49,7 +49,9 @@ def compute_layouts(
     """
     check_graphs_table(graphs)
     rows = []
-    kw = {"node_radius": cfg.radius_px, "random_min_dist_radii": random_min_dist_radii}
+    kw = {"node_radius": cfg.radius_px, "random_min_dist_radii": random_min_dist_radii,
+          "min_node_dist_radii": cfg.min_node_dist_radii,
+          "min_edge_clearance_radii": cfg.min_edge_clearance_radii}
     for row in tqdm(graphs.to_dict("records"), desc="vga layouts", disable=not progress,
                     leave=False):
         train_layout, eval_layouts = protocol[row["task"]]

@@ -13,12 +13,44 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+#: Global poolings of the feature map / patch tokens (sum = mean x number of positions: a
+#: read-out that keeps how much of a feature the image holds, e.g. how many nodes).
+POOLS = ("mean", "sum")
+#: Normalisations of the pooled read-out. LayerNorm (the papers' choice) normalises each image's
+#: feature vector by its own scale, which removes a uniform growth of the features with the
+#: number of drawn objects; BatchNorm standardises each feature over the batch and keeps it.
+HEAD_NORMS = ("layer", "batch", "none")
+
+
+def head_norm(kind: str, dim: int) -> nn.Module:
+    """The normalisation before the linear head."""
+    if kind == "layer":
+        return nn.LayerNorm(dim)
+    if kind == "batch":
+        return nn.BatchNorm1d(dim)
+    if kind == "none":
+        return nn.Identity()
+    raise ValueError(f"head_norm {kind!r} is not one of {list(HEAD_NORMS)}")
+
+
+def pixel_stem(channels: int) -> nn.Sequential:
+    """A convolutional stem at full resolution (after Xiao et al. 2021, "Early convolutions
+    help transformers see better"): one 3x3 convolution with BatchNorm and GELU before the
+    patchify layer. It lets the network threshold single pixels (a black node disk against a
+    grey 1-pixel edge) before they are averaged into patches, which a linear patchify cannot."""
+    return nn.Sequential(nn.Conv2d(1, channels, 3, padding=1), nn.BatchNorm2d(channels),
+                         nn.GELU())
+
 
 @dataclass(frozen=True)
 class CNNConfig:
     widths: tuple[int, ...] = (32, 64, 128, 256)
     depths: tuple[int, ...] = (1, 1, 2, 1)
     num_classes: int = 2
+    stem: int = 4            # stem patch size and stride (ConvNeXt: 4)
+    pool: str = "mean"       # global pooling: mean (ConvNeXt) or sum (mean x H x W)
+    head_norm: str = "layer"  # on the pooled features: layer (ConvNeXt), batch or none
+    conv_stem: int = 0       # channels of a full-resolution 3x3 conv stem (0 = none)
 
     def to_dict(self) -> dict:
         return {"kind": "cnn", **asdict(self)}
@@ -33,6 +65,9 @@ class ViTConfig:
     heads: int = 4
     mlp: int = 256
     num_classes: int = 2
+    pool: str = "cls"        # read-out: the CLS token, or the mean / sum of the patch tokens
+    head_norm: str = "layer"  # before the head: layer (ViT), batch or none
+    conv_stem: int = 0       # channels of a full-resolution 3x3 conv stem (0 = none)
 
     def to_dict(self) -> dict:
         return {"kind": "vit", **asdict(self)}
@@ -75,19 +110,24 @@ class ConvNeXtCNN(nn.Module):
             raise ValueError(f"cnn widths {cfg.widths} and depths {cfg.depths} must have the "
                              "same non-zero length")
         self.cfg = cfg
-        layers: list[nn.Module] = [nn.Conv2d(1, cfg.widths[0], 4, stride=4),
-                                   ChannelLayerNorm(cfg.widths[0])]
+        if cfg.pool not in POOLS:
+            raise ValueError(f"cnn pool {cfg.pool!r} is not one of {list(POOLS)}")
+        layers: list[nn.Module] = [pixel_stem(cfg.conv_stem)] if cfg.conv_stem else []
+        layers += [nn.Conv2d(cfg.conv_stem or 1, cfg.widths[0], cfg.stem, stride=cfg.stem),
+                   ChannelLayerNorm(cfg.widths[0])]
         for i, (width, depth) in enumerate(zip(cfg.widths, cfg.depths, strict=True)):
             if i:
                 layers += [ChannelLayerNorm(cfg.widths[i - 1]),
                            nn.Conv2d(cfg.widths[i - 1], width, 2, stride=2)]
             layers += [ConvNeXtBlock(width) for _ in range(depth)]
         self.features = nn.Sequential(*layers)
-        self.norm = nn.LayerNorm(cfg.widths[-1])
+        self.norm = head_norm(cfg.head_norm, cfg.widths[-1])
         self.head = nn.Linear(cfg.widths[-1], cfg.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm(self.features(x).mean(dim=(2, 3))))
+        f = self.features(x)
+        pooled = f.mean(dim=(2, 3)) if self.cfg.pool == "mean" else f.sum(dim=(2, 3))
+        return self.head(self.norm(pooled))
 
 
 class ViTBlock(nn.Module):
@@ -119,16 +159,19 @@ class ViT(nn.Module):
                              f"{cfg.patch}")
         self.cfg = cfg
         grid = cfg.image_size // cfg.patch
-        self.embed = nn.Conv2d(1, cfg.dim, cfg.patch, stride=cfg.patch)
+        self.stem = pixel_stem(cfg.conv_stem) if cfg.conv_stem else nn.Identity()
+        self.embed = nn.Conv2d(cfg.conv_stem or 1, cfg.dim, cfg.patch, stride=cfg.patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.dim))
         self.pos = nn.Parameter(torch.randn(1, cfg.dim, grid, grid) * 0.02)
         self.blocks = nn.ModuleList(ViTBlock(cfg.dim, cfg.heads, cfg.mlp)
                                     for _ in range(cfg.depth))
-        self.norm = nn.LayerNorm(cfg.dim)
+        if cfg.pool not in ("cls", *POOLS):
+            raise ValueError(f"vit pool {cfg.pool!r} is not one of {['cls', *POOLS]}")
+        self.norm = head_norm(cfg.head_norm, cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tokens = self.embed(x)  # (B, D, gh, gw)
+        tokens = self.embed(self.stem(x))  # (B, D, gh, gw)
         gh, gw = tokens.shape[-2:]
         pos = self.pos
         if pos.shape[-2:] != (gh, gw):
@@ -137,16 +180,27 @@ class ViT(nn.Module):
         tokens = torch.cat([self.cls.expand(len(x), -1, -1), tokens], dim=1)
         for block in self.blocks:
             tokens = block(tokens)
-        return self.head(self.norm(tokens[:, 0]))
+        if self.cfg.pool == "cls":
+            return self.head(self.norm(tokens[:, 0]))
+        patches = tokens[:, 1:]
+        pooled = patches.mean(dim=1) if self.cfg.pool == "mean" else patches.sum(dim=1)
+        return self.head(self.norm(pooled))
 
 
 def build_model(kind: str, num_classes: int, **kwargs) -> nn.Module:
     """A fresh model of ``kind`` (``cnn`` or ``vit``) with ``num_classes`` outputs."""
     if kind == "cnn":
         return ConvNeXtCNN(CNNConfig(widths=tuple(kwargs["widths"]),
-                                     depths=tuple(kwargs["depths"]), num_classes=num_classes))
+                                     depths=tuple(kwargs["depths"]), num_classes=num_classes,
+                                     stem=kwargs.get("stem", 4),
+                                     pool=kwargs.get("pool", "mean"),
+                                     head_norm=kwargs.get("head_norm", "layer"),
+                                     conv_stem=kwargs.get("conv_stem", 0)))
     if kind == "vit":
         return ViT(ViTConfig(image_size=kwargs["image_size"], patch=kwargs["patch"],
                              dim=kwargs["dim"], depth=kwargs["depth"], heads=kwargs["heads"],
-                             mlp=kwargs["mlp"], num_classes=num_classes))
+                             mlp=kwargs["mlp"], num_classes=num_classes,
+                             pool=kwargs.get("pool", "cls"),
+                             head_norm=kwargs.get("head_norm", "layer"),
+                             conv_stem=kwargs.get("conv_stem", 0)))
     raise ValueError(f"unknown model kind {kind!r}; known: cnn, vit")

@@ -17,6 +17,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import shard_seeds
+from icml25.pipelines.vga.gate import apply_control_gate
 from icml25.pipelines.vga.graphs import TASK_CLASSES
 from icml25.pipelines.vga.params import MODELS, VgaParams
 
@@ -40,7 +41,9 @@ def _render_cfg(p: VgaParams) -> RenderConfig:
     from icml25.pipelines.vga.render import RenderConfig
     r = p.render
     return RenderConfig(size=r.size, node_radius=r.node_radius, edge_width=r.edge_width,
-                        supersample=r.supersample, backend=r.backend)
+                        supersample=r.supersample, backend=r.backend,
+                        edge_grey=r.edge_grey, min_node_dist_radii=r.min_node_dist_radii,
+                        min_edge_clearance_radii=r.min_edge_clearance_radii)
 
 
 def _protocol(p: VgaParams) -> dict[str, dict[str, Any]]:
@@ -66,8 +69,9 @@ def generate_graphs(params: dict[str, Any]) -> pd.DataFrame:
     from icml25.pipelines.vga.generator import generate_graphs as _generate_graphs
     p = _params(params)
     d = p.data
-    return _generate_graphs({t: c.p for t, c in d.tasks.items()}, d.sizes.model_dump(),
-                            d.n_nodes, d.seed, d.max_attempts_per_sample, p.progress)
+    return pd.concat([_generate_graphs({t: c.p}, (c.sizes or d.sizes).model_dump(), d.n_nodes,
+                                       d.seed, d.max_attempts_per_sample, p.progress)
+                      for t, c in d.tasks.items()], ignore_index=True)
 
 
 def check_labels(graphs: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
@@ -287,7 +291,10 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
                            p.seeds, title="Visual Graph Arena (ICML 2025)",
                            figures=["figures/accuracy.png", "figures/examples.png"],
                            confidence=confidence, seeds_of=seeds_of)
-    extra = {"protocol": protocol, "label_report": report,
+    claims, gate_rows = apply_control_gate(claims, metrics, protocol, p.control_gate.task,
+                                           p.control_gate.min_acc)
+    extra = {"protocol": protocol, "label_report": report, "control_gate": gate_rows,
+             "chance_band_95": chance_bands(predictions, protocol),
              "per_class_accuracy": scoring.per_class_accuracy(predictions),
              "confusion": scoring.confusion_matrices(predictions), "training": training}
     out = metrics_report(PIPELINE, judged, run_info, p.seeds, extra=extra)
@@ -302,6 +309,22 @@ def judge_claims(predictions: pd.DataFrame, report: dict[str, Any], params: dict
         log_variants(PIPELINE, means, roles, params_by_variant=variant_params)
         log_claim_counts(claims)
     return out, claims
+
+
+def chance_bands(predictions: pd.DataFrame, protocol: dict[str, dict[str, Any]]
+                 ) -> dict[str, dict[str, float]]:
+    """Per task: its number of test graphs (test layout) and the half-width of the ~95 % range
+    of a chance-level answerer's accuracy on them, 1.96 sqrt(p (1 - p) / n), p = 1 / classes."""
+    from icml25.pipelines.vga.gate import chance_band
+    out = {}
+    for task, proto in protocol.items():
+        sel = predictions[(predictions["variant"] == "oracle") & (predictions["task"] == task)
+                          & (predictions["layout"] == proto["test_layout"])]
+        n = int(sel["sample_id"].nunique())
+        if n:
+            out[task] = {"n_test": n, "chance": 1 / len(TASK_CLASSES[task]),
+                         "half_width": chance_band(n, len(TASK_CLASSES[task]))}
+    return out
 
 
 def plot_figures(images: pd.DataFrame, predictions: pd.DataFrame, metrics: dict[str, Any],

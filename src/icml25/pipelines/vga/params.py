@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from icml25.core.claims import ClaimSpec
 from icml25.core.params import ParamsModel, Seeds
+from icml25.pipelines.vga.gate import chance_claim_task
 from icml25.pipelines.vga.graphs import MAX_DP_NODES, TASKS, GraphTaskError, check_task_sizes
 
 #: The trained vision variants, in wiring order (one train and one evaluate node each).
@@ -20,8 +21,15 @@ MODELS = ("cnn", "vit")
 Layout = Literal["kk", "planar", "random"]
 
 
+class SizesParams(ParamsModel):
+    train: int = Field(gt=0)
+    val: int = Field(gt=0)
+    test: int = Field(gt=0)
+
+
 class TaskParams(ParamsModel):
     p: tuple[float, float] = Field(description="range of the G(n, p) edge probability")
+    sizes: SizesParams | None = None  # this task's split sizes instead of vga.data.sizes
     train_layout: Layout
     eval_layouts: list[Layout] = Field(min_length=1)
     test_layout: Layout
@@ -44,12 +52,6 @@ class TaskParams(ParamsModel):
             raise ValueError(f"test_layout {self.test_layout!r} is not in eval_layouts "
                              f"{self.eval_layouts}")
         return self
-
-
-class SizesParams(ParamsModel):
-    train: int = Field(gt=0)
-    val: int = Field(gt=0)
-    test: int = Field(gt=0)
 
 
 class DataParams(ParamsModel):
@@ -89,6 +91,11 @@ class RenderParams(ParamsModel):
     supersample: int = Field(default=4, ge=1, le=8)
     backend: Literal["pil", "matplotlib"] = "pil"
     fill: float = Field(default=0.84, gt=0, le=1)
+    edge_grey: int = Field(default=0, ge=0, le=254)  # edges' grey level; nodes are black
+    # readability: a drawing with two nodes closer than this many node radii (2 = touching), or
+    # a node centre this close to an edge it is not an end of, is re-drawn, else refused
+    min_node_dist_radii: float = Field(default=3.0, ge=2)
+    min_edge_clearance_radii: float = Field(default=1.4, ge=1)
 
 
 class ModelParams(ParamsModel):
@@ -101,6 +108,12 @@ class ModelParams(ParamsModel):
     depth: int | None = Field(default=None, gt=0)
     heads: int | None = Field(default=None, gt=0)
     mlp: int | None = Field(default=None, gt=0)
+    # read-out and stem (models.py): pooling of the features / patch tokens, the normalisation
+    # before the head, a full-resolution conv stem (channels; 0 = none), the CNN's patchify size
+    pool: Literal["cls", "mean", "sum"] | None = None
+    head_norm: Literal["layer", "batch", "none"] = "layer"
+    conv_stem: int = Field(default=0, ge=0)
+    stem: int = Field(default=4, gt=0)
 
     @model_validator(mode="after")
     def _shape(self) -> ModelParams:
@@ -109,6 +122,8 @@ class ModelParams(ParamsModel):
                 raise ValueError("cnn needs widths and depths of the same non-zero length")
             if min(self.widths) < 1 or min(self.depths) < 1:
                 raise ValueError("cnn widths and depths must be positive")
+            if self.pool == "cls":
+                raise ValueError("cnn pool must be mean or sum (cls is the ViT's read-out)")
         else:
             missing = [k for k in ("patch", "dim", "depth", "heads", "mlp")
                        if getattr(self, k) is None]
@@ -119,10 +134,13 @@ class ModelParams(ParamsModel):
         return self
 
     def model_kwargs(self, image_size: int) -> dict:
+        common = {"head_norm": self.head_norm, "conv_stem": self.conv_stem}
         if self.kind == "cnn":
-            return {"widths": list(self.widths), "depths": list(self.depths)}
+            return {"widths": list(self.widths), "depths": list(self.depths),
+                    "stem": self.stem, "pool": self.pool or "mean", **common}
         return {"image_size": image_size, "patch": self.patch, "dim": self.dim,
-                "depth": self.depth, "heads": self.heads, "mlp": self.mlp}
+                "depth": self.depth, "heads": self.heads, "mlp": self.mlp,
+                "pool": self.pool or "cls", **common}
 
 
 class TrainParams(ParamsModel):
@@ -157,6 +175,13 @@ class MllmParams(ParamsModel):
         return self
 
 
+class GateParams(ParamsModel):
+    """The learning gate of the chance-level claims (``gate.apply_control_gate``)."""
+
+    task: str = "node_count"
+    min_acc: float = Field(default=0.9, gt=0, le=1)
+
+
 class VgaParams(ParamsModel):
     seeds: Seeds
     device: str = "auto"
@@ -170,6 +195,7 @@ class VgaParams(ParamsModel):
     mllm: MllmParams = MllmParams()
     gap_tasks: list[str] = Field(default=["ham_path", "ham_cycle", "shortest_path", "chordless"])
     examples_per_task: int = Field(default=4, ge=1, le=12)
+    control_gate: GateParams = GateParams()
     claims: list[ClaimSpec] = Field(min_length=1)
 
     @field_validator("models")
@@ -187,6 +213,25 @@ class VgaParams(ParamsModel):
         unknown = sorted(set(self.gap_tasks) - set(self.data.tasks))
         if unknown:
             raise ValueError(f"vga.gap_tasks {unknown} are not among vga.data.tasks")
+        gate = self.control_gate
+        for claim in self.claims:
+            task = chance_claim_task(claim.model_dump())
+            if task is None:
+                continue
+            if gate.task not in self.data.tasks:
+                raise ValueError(f"vga.control_gate.task {gate.task!r} (the control of the "
+                                 f"chance-level claim {claim.claim!r}) is not among "
+                                 f"vga.data.tasks {sorted(self.data.tasks)}")
+            if task not in self.data.tasks:
+                raise ValueError(f"vga claim {claim.claim!r}: task {task!r} of metric "
+                                 f"{claim.metric!r} is not among vga.data.tasks")
+            layout = self.data.tasks[task].test_layout
+            control_layouts = self.data.tasks[gate.task].eval_layouts
+            if layout not in control_layouts:
+                raise ValueError(
+                    f"vga claim {claim.claim!r}: its test layout {layout!r} is not among the "
+                    f"eval_layouts {control_layouts} of vga.control_gate.task {gate.task!r}, "
+                    "so the claim's learning gate has no control to read")
         vit = self.models["vit"]
         if self.render.size % vit.patch:
             raise ValueError(f"vga.render.size {self.render.size} is not divisible by "

@@ -3,7 +3,8 @@
 The default renderer draws with PIL at ``supersample`` x resolution on white — black straight
 edges, filled black circles for nodes, filled squares for the two marked nodes of the
 shortest-path task — and downsamples with Lanczos. Pair images (isomorphism tasks) are two
-panels side by side with a 2-pixel grey separator. A matplotlib renderer (``nx.draw``) exists for
+panels side by side with a 2-pixel grey separator. A drawing whose nodes overlap, or with a
+node on an edge it is not an end of, is refused (``layouts.drawing_overlap``). A matplotlib renderer (``nx.draw``) exists for
 visual parity with the paper's figures; it is ~10x slower.
 """
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+from icml25.pipelines.vga.layouts import drawing_overlap
 
 SEPARATOR_GREY = 128
 SEPARATOR_WIDTH = 2
@@ -29,6 +32,9 @@ class RenderConfig:
     edge_width: float = 1.0
     supersample: int = 4
     backend: str = "pil"
+    edge_grey: int = 0                     # grey level of edges (0 = black like the nodes)
+    min_node_dist_radii: float = 3.0       # refuse nodes closer than this (centre to centre)
+    min_edge_clearance_radii: float = 1.4  # refuse a node this close to a foreign edge
 
     @property
     def radius_px(self) -> float:
@@ -45,7 +51,7 @@ def _draw_pil(pos: np.ndarray, edges: Sequence[Sequence[int]], marked: Sequence[
     p = np.asarray(pos, dtype=float) * k
     width = max(1, round(cfg.edge_width * cfg.size / 128 * k))
     for u, v in edges:
-        draw.line([tuple(p[u]), tuple(p[v])], fill=0, width=width)
+        draw.line([tuple(p[u]), tuple(p[v])], fill=cfg.edge_grey, width=width)
     r = cfg.radius_px * k
     marks = set(int(m) for m in marked)
     for v, (x, y) in enumerate(p):
@@ -78,7 +84,9 @@ def _draw_matplotlib(pos: np.ndarray, edges: Sequence[Sequence[int]], marked: Se
     marks = [int(m) for m in marked]
     others = [v for v in range(len(pos)) if v not in marks]
     node_size = (2 * cfg.radius_px * 72 / dpi) ** 2
-    nx.draw_networkx_edges(graph, at, ax=ax, width=cfg.edge_width * 72 / dpi)
+    grey = cfg.edge_grey / 255
+    nx.draw_networkx_edges(graph, at, ax=ax, width=cfg.edge_width * 72 / dpi,
+                           edge_color=[(grey, grey, grey)])
     nx.draw_networkx_nodes(graph, at, nodelist=others, node_color="black", ax=ax,
                            node_size=node_size)
     if marks:
@@ -102,6 +110,10 @@ def render_panel(pos: np.ndarray, edges: Sequence[Sequence[int]], marked: Sequen
     for u, v in edges:
         if not (0 <= u < n and 0 <= v < n):
             raise ValueError(f"edge ({u}, {v}) names a node outside 0..{n - 1}")
+    why = drawing_overlap(pos, edges, cfg.radius_px, cfg.min_node_dist_radii,
+                          cfg.min_edge_clearance_radii)
+    if why is not None:  # the layouts re-draw such drawings; one that reaches here is refused
+        raise ValueError(f"refusing to draw an unreadable graph drawing: {why}")
     if cfg.backend == "pil":
         img = _draw_pil(pos, edges, marked, cfg)
     elif cfg.backend == "matplotlib":
