@@ -3,6 +3,11 @@ ConvNeXt-style CNN (Liu et al. 2022: depthwise 7x7 conv, LayerNorm, inverted MLP
 a ViT (Dosovitskiy et al. 2021: patch embedding, CLS token, pre-norm blocks) whose
 learned 2-D position table is bilinearly interpolated to the input's patch grid, so the same
 model reads 128 x 128 single drawings and 128 x 258 pairs.
+
+Both take three options the CPU defaults use (``conf/base``; ``docs/papers/vga.md``): a
+full-resolution 3x3 conv stem before the patchify layer (``conv_stem`` channels), the pooling of
+the read-out (``pool``: the CLS token, the mean or the sum of the feature map / patch tokens) and
+the normalisation before the head (``head_norm``: LayerNorm as in the papers, BatchNorm, none).
 """
 
 from __future__ import annotations
