@@ -308,7 +308,7 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
             robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
                                                          twins[1],
                                                          features["swap_twin"]["labels"])}
-            robust |= _probe_scores(lambda clip: probabilities_to_segments(
+            robust |= _probe_scores(lambda clip, model=model, pp=pp: probabilities_to_segments(
                 infer(model, [log_mel(clip, p.model.n_mels)],
                       [round(len(clip) / SAMPLE_RATE / p.frame_s)])[0], pp, p.frame_s,
                 len(clip) / SAMPLE_RATE), p)
