@@ -205,7 +205,7 @@ def test_sparsifying_layer_is_the_first_with_a_positive_rate():
 
 
 def test_outputs_score_the_sparsifying_layer_and_report_the_balance_loss():
-    X, y = _cbf(12, seed=1)
+    X, _y = _cbf(12, seed=1)
     torch.manual_seed(0)
     model = SoftShape(SoftShapeConfig(64, 16, 4, 3))
     out = softshape_outputs(model, X, warm=False)

@@ -111,7 +111,7 @@ def test_layouts_are_re_drawn_until_readable(layout):
 
 def test_unreadable_layouts_are_refused_with_the_parameters_to_change():
     from icml25.pipelines.vga.layouts import LayoutError
-    with pytest.raises(LayoutError, match="no readable kk drawing.*min_node_dist_radii"):
+    with pytest.raises(LayoutError, match=r"no readable kk drawing.*min_node_dist_radii"):
         layout_positions(nx.star_graph(8), "kk", 16, node_radius=2.5, max_redraws=3)
 
 
