@@ -421,6 +421,15 @@ def verdict_counts(claims: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
 
 
+def count_fields(claims: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The count keys of a ``claims.json`` document (``counts``, ``n_holds``, ``n_fails``,
+    ``n_inconclusive``, ``n_claims``) for ``claims``; a node that changes verdicts after
+    :func:`claims_report` refreshes them with ``doc.update(count_fields(doc["claims"]))``."""
+    counts = verdict_counts(claims)
+    return {"counts": counts, "n_holds": counts["holds"], "n_fails": counts["fails"],
+            "n_inconclusive": counts["inconclusive"], "n_claims": len(claims)}
+
+
 def claims_report(
     pipeline: str,
     specs: Sequence[ClaimSpec | Mapping[str, Any]],
@@ -439,18 +448,13 @@ def claims_report(
     (``data/08_reporting/<pipeline>/``); the scorecard shows them inline.
     """
     claims = evaluate_claims(specs, metrics, confidence, seeds_of)
-    counts = verdict_counts(claims)
     return _jsonable({
         "pipeline": pipeline,
         "title": title,
         "run": {**dict(run_info), "seeds": list(seeds)},
         "confidence": confidence,
         "claims": claims,
-        "counts": counts,
-        "n_holds": counts["holds"],
-        "n_fails": counts["fails"],
-        "n_inconclusive": counts["inconclusive"],
-        "n_claims": len(claims),
+        **count_fields(claims),
         "figures": list(figures),
     })
 

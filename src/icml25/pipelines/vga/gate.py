@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icml25.core.claims import verdict_counts
+from icml25.core.claims import count_fields
 
 _CHANCE_METRIC = re.compile(r"items_(?P<task>[a-z_]+)_test_layout")
 
@@ -63,9 +63,7 @@ def apply_control_gate(
             f"learned nothing (the interval alone: {claim['verdict']})")
         claim["verdict"] = "inconclusive"
         claim["holds"] = False
-    counts = verdict_counts(claims_doc["claims"])
-    claims_doc.update(counts=counts, n_holds=counts["holds"], n_fails=counts["fails"],
-                      n_inconclusive=counts["inconclusive"])
+    claims_doc.update(count_fields(claims_doc["claims"]))
     return claims_doc, rows
 
 
