@@ -115,3 +115,21 @@ def mlflow_tmp(tmp_path: Path) -> Iterator[str]:
     while mlflow.active_run() is not None:
         mlflow.end_run()
     mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture
+def assert_refused():
+    """``assert_refused(params_cls, tree, name, path, value, match)``: set ``tree[path] = value``
+    (in place; pass a copy) and check that validating ``tree`` as ``params_cls`` under ``name``
+    raises :class:`~icml25.core.params.ParameterError` matching the regex ``match``."""
+    from icml25.core.params import ParameterError, validate_parameters
+
+    def check(params_cls, tree: dict, name: str, path, value, match: str) -> None:
+        node = tree
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ParameterError, match=match):
+            validate_parameters(params_cls, tree, name)
+
+    return check

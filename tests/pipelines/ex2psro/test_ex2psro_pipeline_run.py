@@ -94,14 +94,8 @@ def _base_params() -> dict:
     (("variants", "staghunt", "bogus"), 1, "ex2psro.variants"),
     (("methods", "random"), {"role": "baseline", "explore": "none"}, "ex2psro.methods"),
 ])
-def test_ex2psro_bad_parameters_name_their_key(path, value, key):
-    params = _base_params()
-    node = params
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    with pytest.raises(ParameterError, match=key.replace(".", r"\.")):
-        validate_parameters(Ex2psroParams, params, "ex2psro")
+def test_ex2psro_bad_parameters_name_their_key(path, value, key, assert_refused):
+    assert_refused(Ex2psroParams, _base_params(), "ex2psro", path, value, key.replace(".", r"\."))
     validate_parameters(Ex2psroParams, _base_params(), "ex2psro")  # the defaults are valid
 
 

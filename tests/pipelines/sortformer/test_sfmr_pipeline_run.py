@@ -175,16 +175,6 @@ def _tree(kedro_project):
     return loader["parameters"]["sortformer"]
 
 
-def _assert_refused(tree: dict, path: tuple[str, ...], value, message: str) -> None:
-    """Set ``tree[path] = value`` (in place) and check validation refuses it with ``message``."""
-    node = tree
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    with pytest.raises(ParameterError, match=message.replace(".", r"\.")):
-        validate_parameters(SortformerParams, tree, "sortformer")
-
-
 @pytest.mark.parametrize(("path", "value", "message"), [
     (("model", "d_model"), 31, "sortformer.model"),
     (("sim", "count_weights"), [0.1] * 7, "sortformer.sim.count_weights"),
@@ -194,8 +184,10 @@ def _assert_refused(tree: dict, path: tuple[str, ...], value, message: str) -> N
     (("msasr", "model", "inject_at"), "decoder", "sortformer.msasr.model.inject_at"),
     (("seeds",), [0, 0], "sortformer.seeds"),
 ])
-def test_bad_parameters_are_refused_with_their_full_key(kedro_project, path, value, message):
-    _assert_refused(_tree(kedro_project), path, value, message)
+def test_bad_parameters_are_refused_with_their_full_key(kedro_project, path, value, message,
+                                                        assert_refused):
+    assert_refused(SortformerParams, _tree(kedro_project), "sortformer", path, value,
+                   message.replace(".", r"\."))
 
 
 def test_bad_parameters_stop_the_run_before_any_node(kedro_project, run_pipeline):
@@ -204,7 +196,7 @@ def test_bad_parameters_stop_the_run_before_any_node(kedro_project, run_pipeline
     assert not (kedro_project / "data/01_raw/sortformer").exists()
 
 
-def test_new_parameters_are_refused_with_their_key(kedro_project, tmp_path):
+def test_new_parameters_are_refused_with_their_key(kedro_project, tmp_path, assert_refused):
     """One loaded tree, each bad value in turn (loading the tree is the slow part)."""
     import copy
 
@@ -223,7 +215,8 @@ def test_new_parameters_are_refused_with_their_key(kedro_project, tmp_path):
         (("audio_check", "rttm"), str(wav), "rttm is given without path"),
     ]
     for path, value, message in cases:
-        _assert_refused(copy.deepcopy(base), path, value, message)
+        assert_refused(SortformerParams, copy.deepcopy(base), "sortformer", path, value,
+                       message.replace(".", r"\."))
     tree = copy.deepcopy(base)
     tree["audio_check"] |= {"path": str(wav), "rttm": str(wav)}
     with pytest.raises(ParameterError, match=r"sortformer\.audio_check.*rttm.*not a \.rttm"):

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from icml25.core.params import ParameterError, validate_parameters
 from icml25.pipelines.sparse_iht import index_tracking as it
 from icml25.pipelines.sparse_iht.baselines import best_sparse_feasible
 from icml25.pipelines.sparse_iht.params import SparseIHTParams
@@ -180,12 +179,7 @@ def test_every_method_is_feasible_and_no_better_than_the_exhaustive_optimum():
     (("index_tracking", "ks"), [3, 30], r"index_tracking: .*k = 30 is larger"),
     (("index_tracking", "budget"), 0.0, r"index_tracking\.budget"),
 ])
-def test_index_tracking_parameters_are_validated(path, value, message):
+def test_index_tracking_parameters_are_validated(path, value, message, assert_refused):
     params = yaml.safe_load((ROOT / "conf/base/parameters_sparse_iht.yml").read_text())[
         "sparse_iht"]
-    node = params
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    with pytest.raises(ParameterError, match=message):
-        validate_parameters(SparseIHTParams, params, "sparse_iht")
+    assert_refused(SparseIHTParams, params, "sparse_iht", path, value, message)

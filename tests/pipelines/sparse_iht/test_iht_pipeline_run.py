@@ -155,14 +155,8 @@ def test_bad_parameters_stop_before_any_work(kedro_project, run_pipeline, overri
     (("synthetic", "k_bar"), 600, r"k_bar = 600 is larger than the dimension d = 500"),
     (("real_data", "diabetes", "ks"), [3, 12], r"diabetes\.ks: .*k = 12 is larger than the dim"),
 ])
-def test_parameter_validation_names_the_key(path, value, message):
-    params = _base_params()
-    node = params
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    with pytest.raises(ParameterError, match=message):
-        validate_parameters(SparseIHTParams, params, "sparse_iht")
+def test_parameter_validation_names_the_key(path, value, message, assert_refused):
+    assert_refused(SparseIHTParams, _base_params(), "sparse_iht", path, value, message)
 
 
 def test_base_and_paper_parameters_validate():
