@@ -209,6 +209,8 @@ def test_new_parameters_are_refused_with_their_key(kedro_project, tmp_path, asse
         (("max_speakers",), 7, "sortformer.max_speakers"),
         (("sim", "swap_augment"), 1.5, "sortformer.sim.swap_augment"),
         (("sim", "n_train_empty"), -1, "sortformer.sim.n_train_empty"),
+        (("sim", "swap_pairs"), [0, 3], r"swap_pairs: got \[0, 3\]"),
+        (("sim", "swap_pairs"), [0, 0], r"swap_pairs: got \[0, 0\]"),
         (("robustness", "probe_levels_db"), [10.0], "sortformer.robustness"),
         (("audio_check", "path"), "/nonexistent/meeting.wav", "no such file"),
         (("audio_check", "path"), str(tmp_path), "no such file"),

@@ -44,6 +44,13 @@ def test_swap_exchanges_the_first_two_arrivals_and_nothing_else(bank):
         assert changed.sum() == 2  # the two first turns
         ya, yb = session_labels(g), session_labels(twin)
         assert ya.shape == yb.shape and ya[:, 2:].sum() == pytest.approx(yb[:, 2:].sum())
+        if g["speaker"].nunique() >= 3:  # first=1: the second and third arrivals change places
+            later = swap_first_turns(g, durations, "_swapped1", first=1)
+            c = arrival_order(session_segments(later))
+            assert c[0] == a[0] and c[1:3] == a[2:0:-1] and c[3:] == a[3:], name
+            assert g["speaker"].nunique() == 3  # count_weights stop at 3 speakers
+            with pytest.raises(ValueError, match=r"arrivals 2 and 3 needs >= 4 speakers"):
+                swap_first_turns(g, durations, first=2)
     with pytest.raises(ValueError, match="needs >= 2 speakers"):
         one = simulate_split(utt, SPEAKERS, 1, SimConfig(duration_s=4.0, count_weights=(1.0,)),
                              0, "x")
@@ -59,6 +66,33 @@ def test_swap_order_rate_counts_pairs_where_both_follow_arrival_order():
     assert swap_order_rate([flipped], [y], [good], [y]) == 0.0
     with pytest.raises(ValueError, match="no session pairs"):
         swap_order_rate([], [], [], [])
+
+
+def test_swap_test_scores_an_arrival_ordered_model_1_and_a_voice_fixed_model_0(bank):
+    """On simulated sessions and their swapped twins: a diarizer whose channel k is the k-th
+    arrival (the reference itself, with some blur) passes every pair; one whose channels are
+    tied to voices (channel = the speaker's rank by name, whatever the order of arrival) passes
+    none, because in one session of each pair its first two channels follow the voices and not
+    the arrivals."""
+    utt, durations = bank
+    cfg = SimConfig(duration_s=8.0, count_weights=(0.0, 0.4, 0.3, 0.3))
+    sessions = simulate_split(utt, SPEAKERS, 16, cfg, 5, "swap")
+    ordered, fixed, labels = ([], []), ([], []), ([], [])
+    for _, g in sessions.groupby("session", sort=True):
+        for side, rows in enumerate((g, swap_first_turns(g, durations))):
+            y = session_labels(rows)
+            arrival = arrival_order(session_segments(rows))
+            by_voice = sorted(arrival)  # channel c plays the voice that sorts c-th by name
+            labels[side].append(y)
+            ordered[side].append(np.clip(0.8 * y + 0.1, 0.0, 1.0))
+            fixed[side].append(np.stack([y[:, arrival.index(s)] if s in arrival else 0 * y[:, 0]
+                                         for s in by_voice]
+                                        + [0 * y[:, 0]] * (4 - len(by_voice)), axis=1))
+    assert swap_order_rate(ordered[0], labels[0], ordered[1], labels[1]) == 1.0
+    assert swap_order_rate(fixed[0], labels[0], fixed[1], labels[1]) == 0.0
+    # all-silent output matches nothing: channel 0 "wins" both columns by tie, which fails
+    silent = [np.zeros_like(y) for y in labels[0]]
+    assert swap_order_rate(silent, labels[0], silent, labels[0]) == 0.0
 
 
 def test_probes_are_speech_free_and_leveled():

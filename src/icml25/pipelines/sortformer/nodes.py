@@ -99,14 +99,18 @@ def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: 
     frames = [simulate_split(utterances, spk, n, cfg, sim.seed + 1000 * i, split)
               for i, (split, (spk, n)) in enumerate(plan.items())]
     durations = {r.utterance: r.n_samples / SAMPLE_RATE for r in utterances.itertuples()}
-    if sim.swap_augment > 0:  # arrival-order augmentation: twins of >= 2-speaker train sessions
+    if sim.swap_augment > 0:  # arrival-order augmentation: twins of the train sessions in which
+        # the k-th and (k+1)-th arrivals' first turns are exchanged, for each k of swap_pairs
         train = frames[0]
-        multi = sorted(n for n, g in train.groupby("session") if g["speaker"].nunique() >= 2)
-        rng = np.random.default_rng([sim.seed, 77])
-        chosen = set(rng.permutation(multi)[: round(sim.swap_augment * len(multi))].tolist())
-        frames.append(pd.concat([swap_first_turns(g, durations) for n, g in
-                                 train.groupby("session", sort=True) if n in chosen] or [train[:0]],
-                                ignore_index=True))
+        for k in sim.swap_pairs:
+            multi = sorted(n for n, g in train.groupby("session")
+                           if g["speaker"].nunique() >= k + 2)
+            rng = np.random.default_rng([sim.seed, 77] if k == 0 else [sim.seed, 77, k])
+            chosen = set(rng.permutation(multi)[: round(sim.swap_augment * len(multi))].tolist())
+            suffix = "_swapped" if k == 0 else f"_swapped{k}"
+            frames.append(pd.concat([swap_first_turns(g, durations, suffix, k) for n, g in
+                                     train.groupby("session", sort=True) if n in chosen]
+                                    or [train[:0]], ignore_index=True))
     r = p.robustness
     if r.enabled:  # held-out swap test: unseen speakers, >= 2 speakers, and each one's twin
         weights = [0.0, *sim.count_weights[1:]] if len(sim.count_weights) > 1 else [0.0, 1.0]

@@ -77,11 +77,19 @@ class SimParams(ParamsModel):
     #: share of the >= 2-speaker training sessions also trained with their first two speakers'
     #: first turns exchanged (arrival-order augmentation)
     swap_augment: float = Field(default=0.0, ge=0, le=1)
+    #: which neighbouring arrivals the twins exchange: k swaps the first turns of the k-th and
+    #: (k+1)-th speakers to arrive (0-based); a session gets one twin per k it has speakers for
+    swap_pairs: list[int] = Field(default_factory=lambda: [0], min_length=1)
 
     @model_validator(mode="after")
     def _ranges(self) -> SimParams:
         if any(w < 0 for w in self.count_weights) or sum(self.count_weights) <= 0:
             raise ValueError("count_weights must be non-negative with a positive sum")
+        if len(set(self.swap_pairs)) != len(self.swap_pairs) or not all(
+                0 <= k <= len(self.count_weights) - 2 for k in self.swap_pairs):
+            raise ValueError(f"swap_pairs: got {self.swap_pairs}; expected distinct arrival "
+                             f"indices k with 0 <= k <= {len(self.count_weights) - 2} (k and k+1 "
+                             "must both be among the simulated speakers)")
         _range(0.0, 10.0, self.overlap_range, "overlap_range")
         _range(-20.0, 100.0, self.snr_range, "snr_range")
         _range(0.05, 2.0, self.rt60_range, "rt60_range")

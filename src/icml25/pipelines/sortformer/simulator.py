@@ -214,24 +214,26 @@ def session_stats(sessions: pd.DataFrame, resolution_s: float = 0.01) -> dict[st
             **{f"sessions_with_{k}_speakers": v for k, v in sorted(counts.items())}}
 
 
-def swap_first_turns(rows: pd.DataFrame, durations: Mapping[str, float], suffix: str = "_swapped"
-                     ) -> pd.DataFrame:
+def swap_first_turns(rows: pd.DataFrame, durations: Mapping[str, float], suffix: str = "_swapped",
+                     first: int = 0) -> pd.DataFrame:
     """The session with the first turns of its first two speakers exchanged in time.
 
     Speaker A (first onset ``t_A``) and B (first onset ``t_B > t_A``): B's first utterance now
     starts at ``t_A`` and A's at ``t_B``; every other turn, the gains, RIRs and noise are kept
     (rows keep their order, so rendering draws the same RIR for the same speaker). B becomes the
     first arrival and A the second: an arrival-order diarizer must exchange its first two
-    channels. ``durations`` gives each utterance's length in seconds. Sessions with fewer than two
-    speakers are refused.
+    channels. ``first`` = k swaps the k-th and (k+1)-th arrivals instead (0-based; 0 = the first
+    two). ``durations`` gives each utterance's length in seconds. Sessions with fewer than
+    ``first + 2`` speakers are refused.
     """
     rows = rows.copy()
     order = rows.sort_values(["start", "speaker"])
     speakers = list(dict.fromkeys(order["speaker"]))
-    if len(speakers) < 2:
-        raise ValueError(f"session {rows['session'].iloc[0]}: the swap needs >= 2 speakers")
-    ia = order.index[order["speaker"] == speakers[0]][0]
-    ib = order.index[order["speaker"] == speakers[1]][0]
+    if first < 0 or len(speakers) < first + 2:
+        raise ValueError(f"session {rows['session'].iloc[0]}: the swap of arrivals {first} and "
+                         f"{first + 1} needs >= {first + 2} speakers")
+    ia = order.index[order["speaker"] == speakers[first]][0]
+    ib = order.index[order["speaker"] == speakers[first + 1]][0]
     ta, tb = float(rows.at[ia, "start"]), float(rows.at[ib, "start"])
     length = float(rows["duration_s"].iloc[0])
     for i, t in ((ia, tb), (ib, ta)):

@@ -69,17 +69,20 @@ def make_speakers(n_train: int, n_test: int, seed: int,
                   rate_range: tuple[int, int] = (130, 185),
                   warp_range: tuple[float, float] = (0.92, 1.08)) -> list[SpeakerSpec]:
     """Draw ``n_train`` + ``n_test`` distinct identities; the pools share no variant, pitch value
-    or flite voice."""
+    or flite voice, and each pool has its own random stream (the test pool is the same for any
+    ``n_train``)."""
     shared = (set(train_variants) & set(test_variants)) | (set(train_flite) & set(test_flite))
     if shared or set(train_pitches) & set(test_pitches):
         raise ValueError("train and test speaker traits must be disjoint, shared: "
                          f"{sorted(shared | (set(train_pitches) & set(test_pitches)), key=str)}")
-    rng = np.random.default_rng(seed)
     out: list[SpeakerSpec] = []
     seen: set[tuple] = set()
-    for split, n, variants, pitches, flites in (
+    for stream, (split, n, variants, pitches, flites) in enumerate((
             ("train", n_train, train_variants, train_pitches, train_flite),
-            ("test", n_test, test_variants, test_pitches, test_flite)):
+            ("test", n_test, test_variants, test_pitches, test_flite))):
+        # one random stream per pool: the test speakers do not change with ``n_train``, so runs
+        # with different training pools are scored on the same unseen voices
+        rng = np.random.default_rng([seed, stream])
         tries = 0
         while sum(s.split == split for s in out) < n:
             tries += 1
