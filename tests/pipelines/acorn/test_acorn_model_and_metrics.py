@@ -142,6 +142,9 @@ def test_augmentation_keeps_the_inter_channel_delay():
     (("model", "phase"), "pairwise", r"acorn\.model\.phase"),
     (("train", "delay_augment"), 12, r"acorn: .*delay_augment 12 samples exceeds"),
     (("train", "unknown_source_rate"), 1.0, r"acorn\.train\.unknown_source_rate"),
+    (("model", "doa_head"), "argmax", r"acorn\.model\.doa_head"),
+    (("model", "lag_head", "kernel"), 4, r"acorn\.model\.lag_head\.kernel: .*odd"),
+    (("model", "lag_head", "temperature"), 0.0, r"acorn\.model\.lag_head\.temperature"),
 ])
 def test_parameter_model_names_the_full_key(path, value, message, assert_refused):
     import copy
@@ -306,3 +309,129 @@ def test_symmetry_metrics_of_an_exactly_equivariant_predictor():
     assert got["doa_swap_error"] == pytest.approx(np.mean(2 * np.abs(tau)))
     assert got["doa_swap_side_flip"] == 0.0
     assert got["doa_channel_delay_error"] == pytest.approx(2.0 * 3 / 7)  # 3 of 7 in range off by 2
+
+
+# ------------------------------------------------------------------ delay-respecting DoA head
+def _delayed_pair(n: int = 4000, tau: int = 3, items: int = 6, seed: int = 0) -> torch.Tensor:
+    """(items, 2, n): noise and its copy delayed by ``tau`` samples (circularly) plus
+    independent noise at -10 dB: a pair whose TDoA is ``tau``."""
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.randn(items, n, generator=gen)
+    x2 = torch.roll(s, tau, -1) + 0.3 * torch.randn(items, n, generator=gen)
+    return torch.stack([s, x2], dim=1)
+
+
+def _perturbed(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
+    """Random weights everywhere (the zero-initialised last layer too), so the properties
+    below come from the construction, not from an untrained, symmetric start."""
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return module
+
+
+def _lag_model() -> AcornModel:
+    torch.manual_seed(0)
+    cfg = EncoderConfig(d=16, layers=1, heads=2, dropout=0.0, doa_head="lag", lag_bands=3,
+                        lag_channels=4, lag_kernel=5, max_tdoa=9.33)
+    return _perturbed(AcornModel(cfg)).eval()
+
+
+def test_lag_head_is_exactly_delay_invariant_and_equivariant():
+    """The lag head's TDoA is unchanged by a circular shift of both channels and moves by
+    exactly δ under a circular shift of channel 2 by δ, for any weights (tolerance 1e-4
+    samples: float32 FFT rounding on 4000 samples measured 2.4e-7). Circular shifts, because a
+    zero-filled shift also drops |δ| samples at the clip's edge, which changes the content."""
+    from icml25.pipelines.acorn.lag_head import LagDoAHead
+
+    torch.manual_seed(0)
+    head = _perturbed(LagDoAHead(bands=3, channels=4, kernel=5))
+    x = _delayed_pair()
+    with torch.no_grad():
+        base = head(x)
+        np.testing.assert_allclose(base.numpy(), 3.0, atol=0.5)  # finds the delay it is given
+        for shift in (1, 37, -5, 1234):
+            np.testing.assert_allclose(head(torch.roll(x, shift, -1)).numpy(), base.numpy(),
+                                       atol=1e-4)
+        for delta in (1, -1, 2, -2, 5):
+            y = x.clone()
+            y[:, 1] = torch.roll(x[:, 1], delta, -1)
+            np.testing.assert_allclose(head(y).numpy(), base.numpy() + delta, atol=1e-4)
+        # a non-integer scale of one channel and a polarity flip of both do not matter either
+        np.testing.assert_allclose(head(-x * torch.tensor([1.0, 0.25])[None, :, None]).numpy(),
+                                   base.numpy(), atol=1e-4)
+
+
+def test_lag_model_keeps_swap_antisymmetry_and_delay_properties():
+    """The whole DoA readout of the phase encoder (lag head, swap antisymmetrisation, clamp to
+    ±9.33 samples): swap and time reversal negate it, a common circular delay leaves it and a
+    channel-2 circular delay δ moves it by δ, to 1e-4 samples, while |τ̂ + δ| < 9.33 (the
+    clamp's edge). The token head (control) has none of the delay properties."""
+    model = _lag_model()
+    x = _delayed_pair()
+    src = torch.zeros(x.shape[0], dtype=torch.long)
+    with torch.no_grad():
+        out = model(x, "doa", src)
+        tau = out[:, 0]
+        assert (tau.abs() > 1.0).all() and (tau.abs() < 6.0).all()  # inside the clamp
+        np.testing.assert_allclose(model(x.flip(1), "doa", src)[:, 0].numpy(), -tau.numpy(),
+                                   atol=1e-4)
+        np.testing.assert_allclose(model(x.flip(2), "doa", src)[:, 0].numpy(), -tau.numpy(),
+                                   atol=1e-4)
+        side = out[:, 2] - out[:, 1]
+        assert torch.equal(torch.sign(side), torch.sign(tau))  # left/right follows the TDoA
+        np.testing.assert_allclose(model(torch.roll(x, 37, -1), "doa", src)[:, 0].numpy(),
+                                   tau.numpy(), atol=1e-4)
+        for delta in (2, -2):
+            y = x.clone()
+            y[:, 1] = torch.roll(x[:, 1], delta, -1)
+            np.testing.assert_allclose(model(y, "doa", src)[:, 0].numpy(), tau.numpy() + delta,
+                                       atol=1e-4)
+        far = x.clone()
+        far[:, 1] = torch.roll(x[:, 1], 40, -1)  # a 43-sample TDoA: clamped to the array's range
+        np.testing.assert_allclose(model(far, "doa", src)[:, 0].numpy(), 9.33, atol=1e-5)
+        # training mode sees the unclamped estimate
+        assert (model.train()(far, "doa", src)[:, 0] > 40).all()
+        model.eval()
+        token = AcornModel(EncoderConfig(d=16, layers=1, heads=2, dropout=0.0)).eval()
+        token.heads["doa"][2].weight.mul_(1e3)
+        t0 = token(x, "doa", src)[:, 0]
+        y = x.clone()
+        y[:, 1] = torch.roll(x[:, 1], 2, -1)
+        assert (token(y, "doa", src)[:, 0] - t0 - 2).abs().max() > 0.1
+
+
+def test_zero_filled_delay_moves_the_lag_head_little():
+    """A zero-filled delay (what the run's symmetry metrics use) is not a circular one: the
+    shifted clip loses |δ| samples at one edge. On a clean 4000-sample pair the lag head still
+    moves by at most 0.05 samples for a 37-sample common delay and is within 0.05 samples of
+    +δ for a ±2-sample channel delay; the edge, not the construction, is the difference."""
+    from icml25.pipelines.acorn.symmetry import delay
+
+    model = _lag_model()
+    x = _delayed_pair()
+    src = torch.zeros(x.shape[0], dtype=torch.long)
+    with torch.no_grad():
+        tau = model(x, "doa", src)[:, 0]
+        moved = model(delay(x, 37), "doa", src)[:, 0]
+        assert (moved - tau).abs().max() < 0.05
+        for delta in (2, -2):
+            got = model(delay(x, delta, channel=1), "doa", src)[:, 0]
+            assert (got - tau - delta).abs().max() < 0.05
+
+
+def test_lag_head_is_refused_without_phase_and_stats_stay_in_samples():
+    from icml25.pipelines.acorn.multitask import target_stats
+
+    with pytest.raises(ValueError, match="magnitude-only"):
+        AcornModel(EncoderConfig(d=16, layers=1, heads=2, use_phase=False, doa_head="lag"))
+    with pytest.raises(ValueError, match="doa_head"):
+        AcornModel(EncoderConfig(d=16, layers=1, heads=2, doa_head="peak"))
+    data = {"doa": TaskData(torch.zeros(4, 2, 100), np.array([1.0, -3.0, 2.0, 5.0]),
+                            np.zeros(4, int))}
+    assert target_stats(data, ("doa",))["doa"] == (0.0, 1.0)
+    assert target_stats(data)["doa"][1] == pytest.approx(np.sqrt(np.mean([1, 9, 4, 25])),
+                                                         rel=1e-5)
+    assert "doa" not in AcornModel(EncoderConfig(d=16, layers=1, heads=2,
+                                                 doa_head="lag")).heads

@@ -58,13 +58,17 @@ def from_regression(task: str, value: np.ndarray) -> np.ndarray:
     return np.exp(value) if task == "range" else value
 
 
-def target_stats(data: dict[str, TaskData]) -> dict[str, tuple[float, float]]:
-    """Mean and std of each regression task's training target."""
+def target_stats(data: dict[str, TaskData], raw_units: tuple[str, ...] = ()
+                 ) -> dict[str, tuple[float, float]]:
+    """Mean and std of each regression task's training target; a task in ``raw_units`` (the
+    lag DoA head, which answers in samples by construction) gets (0, 1)."""
     out = {}
     for task in REGRESSION:
         if task in data:
             y = regression_target(task, data[task].target)
-            if task == "doa":  # centred at 0, so the antisymmetric head stays antisymmetric
+            if task in raw_units:
+                out[task] = (0.0, 1.0)
+            elif task == "doa":  # centred at 0, so the antisymmetric head stays antisymmetric
                 out[task] = (0.0, float(np.sqrt(np.mean(y ** 2)) + 1e-6))
             else:
                 out[task] = (float(np.mean(y)), float(np.std(y) + 1e-6))
@@ -188,7 +192,7 @@ def train_model(cfg: EncoderConfig, train_data: dict[str, TaskData],
     of the run (history, target statistics, parameter count)."""
     torch.manual_seed(seed)
     model = AcornModel(cfg)
-    stats = target_stats(train_data)
+    stats = target_stats(train_data, ("doa",) if cfg.doa_head == "lag" else ())
     schedule = batch_schedule({t: len(d.target) for t, d in train_data.items()}, batch_size,
                               epochs, seed)
     steps_per_epoch = max(1, len(schedule) // epochs)

@@ -105,6 +105,22 @@ class DataParams(ParamsModel):
         return self
 
 
+class LagHeadParams(ParamsModel):
+    """Geometry of the lag DoA head (``acorn.model.lag_head``; lag_head.LagDoAHead)."""
+
+    bands: int = Field(default=8, ge=1, description="learned frequency weightings")
+    channels: int = Field(default=16, ge=1, description="width of the circular lag CNN")
+    kernel: int = Field(default=9, ge=1, description="odd kernel of the lag CNN (lags)")
+    temperature: float = Field(default=200.0, gt=0, description="initial softmax temperature")
+
+    @field_validator("kernel")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError(f"kernel must be odd so the lag CNN is centred, got {value}")
+        return value
+
+
 class ModelParams(ParamsModel):
     d: int = Field(gt=0)
     layers: int = Field(ge=1)
@@ -116,6 +132,12 @@ class ModelParams(ParamsModel):
     dropout: float = Field(default=0.1, ge=0, lt=1)
     #: DoA head antisymmetric under the microphone swap by construction (encoder.AcornModel)
     swap_antisymmetric: bool = True
+    #: the phase encoder's DoA readout: `lag` = learned generalised cross-correlation with a
+    #: circular soft-argmax over lags (lag_head.py; common-delay invariant and inter-channel-
+    #: delay equivariant by construction), `token` = MLP on the task token. The magnitude-only
+    #: control always uses `token` (it has no phase to correlate).
+    doa_head: Literal["lag", "token"] = "lag"
+    lag_head: LagHeadParams = Field(default_factory=lambda: LagHeadParams())
 
     @model_validator(mode="after")
     def _heads(self) -> ModelParams:
