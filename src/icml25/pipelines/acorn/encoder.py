@@ -21,8 +21,9 @@ logit difference, so f(swap x) = −f(x) holds by construction (up to float roun
 
 Delay-respecting DoA readout (``doa_head="lag"``, our addition; :mod:`.lag_head`): instead of the
 task token, the TDoA is read from a learned generalised cross-correlation of the two channels
-with a circular soft-argmax over lags, which is invariant to a common delay of both channels and
-moves by exactly δ when channel 2 is delayed by δ (circular shifts, to float rounding). It reads
+with a soft-argmax over lags, which is invariant to a common delay of both channels and moves by
+exactly δ when channel 2 is delayed by δ (to float rounding, for delays that drop no sample and a
+peak inside the lag window). It reads
 the clip's phase, so only the phase encoder has it; the magnitude-only control keeps the
 token readout. The left/right logit is a learned positive multiple of that TDoA, and the swap
 antisymmetrisation above is applied on top (it keeps both delay properties). In eval mode the
@@ -63,7 +64,8 @@ class EncoderConfig:
     lag_bands: int = 8
     lag_channels: int = 16
     lag_kernel: int = 9
-    lag_temperature: float = 200.0
+    lag_temperature: float = 50.0
+    lag_window: int = 16
     max_tdoa: float | None = None  # eval-time clamp of the lag head's TDoA (samples)
 
     def to_dict(self) -> dict:
@@ -195,7 +197,8 @@ class AcornModel(nn.Module):
         self.lag_head = None
         if cfg.doa_head == "lag":
             self.lag_head = LagDoAHead(bands=cfg.lag_bands, channels=cfg.lag_channels,
-                                       kernel=cfg.lag_kernel, temperature=cfg.lag_temperature)
+                                       kernel=cfg.lag_kernel, temperature=cfg.lag_temperature,
+                                       window=cfg.lag_window)
             self.side_scale = nn.Parameter(torch.tensor(0.5413))  # softplus → 1 logit/sample
 
     @property
@@ -229,10 +232,10 @@ class AcornModel(nn.Module):
         return self._clamped(torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1))
 
     def _clamped(self, out: torch.Tensor) -> torch.Tensor:
-        """The lag head's TDoA clamped to the array's range ±max_tdoa at prediction time (the
-        circular soft-argmax cannot use that prior itself; the clamp is odd, so it keeps the
-        swap antisymmetry, and it keeps the delay properties inside the range). Training sees
-        the unclamped estimate, so a far-off lag still has a gradient."""
+        """The lag head's TDoA clamped to the array's range ±max_tdoa at prediction time (its
+        window is wider; the clamp is odd, so it keeps the swap antisymmetry, and it keeps the
+        delay properties inside the range). Training sees the unclamped estimate, so an
+        estimate beyond the range still has a gradient."""
         if self.lag_head is None or self.training or self.cfg.max_tdoa is None:
             return out
         m = float(self.cfg.max_tdoa)

@@ -224,7 +224,8 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
                         doa_head=p.model.doa_head if variant == "acorn_phase" else "token",
                         lag_bands=p.model.lag_head.bands, lag_channels=p.model.lag_head.channels,
                         lag_kernel=p.model.lag_head.kernel,
-                        lag_temperature=p.model.lag_head.temperature, max_tdoa=_max_tdoa(p))
+                        lag_temperature=p.model.lag_head.temperature,
+                        lag_window=p.model.lag_head.window, max_tdoa=_max_tdoa(p))
     t = p.train
     physics = Augment(swap=t.swap_augment, reverse=t.reverse_augment,
                       max_delay=t.delay_augment, max_tdoa=_max_tdoa(p),
