@@ -455,3 +455,37 @@ def test_lag_head_is_refused_without_phase_and_stats_stay_in_samples():
                                                          rel=1e-5)
     assert "doa" not in AcornModel(EncoderConfig(d=16, layers=1, heads=2,
                                                  doa_head="lag")).heads
+
+
+def test_auxiliary_token_readout_trains_the_encoder_but_does_not_answer():
+    """With ``doa_token_aux`` the DoA loss adds the token readout's loss (so the encoder gets a
+    DoA gradient), while the answer stays the lag head's; without it there is no token head."""
+    from icml25.pipelines.acorn.multitask import target_stats, task_loss
+
+    torch.manual_seed(0)
+    cfg = dict(d=16, layers=1, heads=2, dropout=0.0, doa_head="lag", lag_bands=2,
+               lag_channels=4, lag_kernel=3, lag_window=12, max_tdoa=9.33)
+    aux = AcornModel(EncoderConfig(**cfg, doa_token_aux=True))
+    plain = AcornModel(EncoderConfig(**cfg))
+    plain.load_state_dict({k: v for k, v in aux.state_dict().items()
+                           if not k.startswith("heads.doa.")})
+    x = _delayed_pair(n=2000, items=4)
+    src = torch.zeros(4, dtype=torch.long)
+    y = torch.full((4,), 3.0)
+    data = {"doa": TaskData(x, y.numpy(), src.numpy())}
+    stats = target_stats(data, ("doa",))
+    assert stats["doa"] == (0.0, 1.0) and stats["doa_token"][1] == pytest.approx(3.0, rel=1e-5)
+    aux.eval()
+    plain.eval()
+    with torch.no_grad():
+        np.testing.assert_array_equal(aux(x, "doa", src).numpy(), plain(x, "doa", src).numpy())
+        token = aux(x, "doa", src, readout="token")
+        np.testing.assert_allclose(aux(x.flip(1), "doa", src, readout="token")[:, 0].numpy(),
+                                   -token[:, 0].numpy(), atol=1e-5)  # antisymmetric too
+    aux.train()
+    loss = task_loss(aux, "doa", x, y, src, stats)
+    loss.backward()
+    assert aux.encoder.branches[0].weight.grad is not None  # the encoder learns from DoA
+    assert loss.item() > task_loss(plain.train(), "doa", x, y, src, stats).item()
+    with pytest.raises(ValueError, match="no token DoA head"):
+        plain(x, "doa", src, readout="token")

@@ -27,7 +27,9 @@ peak inside the lag window). It reads
 the clip's phase, so only the phase encoder has it; the magnitude-only control keeps the
 token readout. The left/right logit is a learned positive multiple of that TDoA, and the swap
 antisymmetrisation above is applied on top (it keeps both delay properties). In eval mode the
-estimate is clamped to the array's range ±``max_tdoa``.
+estimate is clamped to the array's range ±``max_tdoa``. With ``doa_token_aux`` the token DoA
+head is kept and trained as an auxiliary task (``readout="token"``), so the DoA batches still
+train the encoder; the answer is the lag head's.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class EncoderConfig:
     lag_temperature: float = 50.0
     lag_window: int = 16
     max_tdoa: float | None = None  # eval-time clamp of the lag head's TDoA (samples)
+    doa_token_aux: bool = False  # lag head: also train the token DoA head (auxiliary loss)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -193,7 +196,8 @@ class AcornModel(nn.Module):
                              f"channel count (n_ch={cfg.n_ch}) must use doa_head='token'")
         self.heads = nn.ModuleDict({
             task: nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.Linear(cfg.d, n))
-            for task, n in TASK_OUTPUTS.items() if not (task == "doa" and cfg.doa_head == "lag")})
+            for task, n in TASK_OUTPUTS.items()
+            if not (task == "doa" and cfg.doa_head == "lag" and not cfg.doa_token_aux)})
         self.lag_head = None
         if cfg.doa_head == "lag":
             self.lag_head = LagDoAHead(bands=cfg.lag_bands, channels=cfg.lag_channels,
@@ -206,9 +210,11 @@ class AcornModel(nn.Module):
         """The token of a source type outside the catalogue (the last one)."""
         return self.cfg.n_sources - 1
 
-    def raw(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
-        """The task head's output without the built-in symmetry."""
-        if task == "doa" and self.lag_head is not None:
+    def raw(self, audio: torch.Tensor, task: str, source: torch.Tensor,
+            readout: str = "answer") -> torch.Tensor:
+        """The task head's output without the built-in symmetry; ``readout="token"`` gives the
+        token DoA head where the lag head answers (the auxiliary readout)."""
+        if task == "doa" and self.lag_head is not None and readout != "token":
             tau = self.lag_head(audio)
             side = nn.functional.softplus(self.side_scale) * tau
             return torch.stack([tau, -0.5 * side, 0.5 * side], dim=1)
@@ -219,17 +225,23 @@ class AcornModel(nn.Module):
         tokens = self.encoder(audio, prefix)
         return self.heads[task](tokens[:, 0])
 
-    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
+    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor,
+                readout: str = "answer") -> torch.Tensor:
         if task != "doa":
             return self.raw(audio, task, source)
+        if readout == "token" and "doa" not in self.heads:
+            raise ValueError("this model has no token DoA head (doa_head='lag' without "
+                             "doa_token_aux)")
+        clamp = self._clamped if readout != "token" else (lambda out: out)
         if not self.cfg.swap_antisymmetric or audio.shape[1] != 2:
-            return self._clamped(self.raw(audio, task, source))
+            return clamp(self.raw(audio, task, source, readout))
         b = audio.shape[0]
-        both = self.raw(torch.cat([audio, audio.flip(1)]), task, torch.cat([source, source]))
+        both = self.raw(torch.cat([audio, audio.flip(1)]), task, torch.cat([source, source]),
+                        readout)
         g, g_swap = both[:b], both[b:]
         tdoa = 0.5 * (g[:, 0] - g_swap[:, 0])
         side = 0.5 * ((g[:, 2] - g[:, 1]) - (g_swap[:, 2] - g_swap[:, 1]))
-        return self._clamped(torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1))
+        return clamp(torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1))
 
     def _clamped(self, out: torch.Tensor) -> torch.Tensor:
         """The lag head's TDoA clamped to the array's range ±max_tdoa at prediction time (its

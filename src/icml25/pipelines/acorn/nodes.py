@@ -225,7 +225,8 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
                         lag_bands=p.model.lag_head.bands, lag_channels=p.model.lag_head.channels,
                         lag_kernel=p.model.lag_head.kernel,
                         lag_temperature=p.model.lag_head.temperature,
-                        lag_window=p.model.lag_head.window, max_tdoa=_max_tdoa(p))
+                        lag_window=p.model.lag_head.window, max_tdoa=_max_tdoa(p),
+                        doa_token_aux=p.model.doa_token_aux)
     t = p.train
     physics = Augment(swap=t.swap_augment, reverse=t.reverse_augment,
                       max_delay=t.delay_augment, max_tdoa=_max_tdoa(p),

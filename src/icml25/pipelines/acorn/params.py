@@ -139,6 +139,9 @@ class ModelParams(ParamsModel):
     #: control always uses `token` (it has no phase to correlate).
     doa_head: Literal["lag", "token"] = "lag"
     lag_head: LagHeadParams = Field(default_factory=lambda: LagHeadParams())
+    #: with `lag`: keep training the token DoA head as an auxiliary task, so the DoA batches
+    #: still train the encoder (the answer stays the lag head's)
+    doa_token_aux: bool = True
 
     @model_validator(mode="after")
     def _heads(self) -> ModelParams:
