@@ -142,6 +142,10 @@ def test_augmentation_keeps_the_inter_channel_delay():
     (("model", "phase"), "pairwise", r"acorn\.model\.phase"),
     (("train", "delay_augment"), 12, r"acorn: .*delay_augment 12 samples exceeds"),
     (("train", "unknown_source_rate"), 1.0, r"acorn\.train\.unknown_source_rate"),
+    (("model", "doa_head"), "argmax", r"acorn\.model\.doa_head"),
+    (("model", "lag_head", "kernel"), 4, r"acorn\.model\.lag_head\.kernel: .*odd"),
+    (("model", "lag_head", "temperature"), 0.0, r"acorn\.model\.lag_head\.temperature"),
+    (("model", "lag_head", "window"), 8, r"acorn: .*window 8 samples is narrower"),
 ])
 def test_parameter_model_names_the_full_key(path, value, message, assert_refused):
     import copy
@@ -306,3 +310,182 @@ def test_symmetry_metrics_of_an_exactly_equivariant_predictor():
     assert got["doa_swap_error"] == pytest.approx(np.mean(2 * np.abs(tau)))
     assert got["doa_swap_side_flip"] == 0.0
     assert got["doa_channel_delay_error"] == pytest.approx(2.0 * 3 / 7)  # 3 of 7 in range off by 2
+
+
+# ------------------------------------------------------------------ delay-respecting DoA head
+PAD = 64  # silent samples at both ends of the test pairs: shifts up to 64 drop no sample
+
+
+def _delayed_pair(n: int = 4000, tau: int = 3, items: int = 6, seed: int = 0) -> torch.Tensor:
+    """(items, 2, n): noise and its copy delayed by ``tau`` samples plus independent noise at
+    -10 dB, silent in the first and last ``PAD`` samples: a pair whose TDoA is ``tau``."""
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.randn(items, n + tau, generator=gen)
+    x1, x2 = s[:, tau:], s[:, :n] + 0.3 * torch.randn(items, n, generator=gen)
+    x = torch.stack([x1, x2], dim=1)
+    x[..., :PAD] = 0
+    x[..., n - PAD:] = 0
+    return x
+
+
+def _perturbed(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
+    """Random weights everywhere (the zero-initialised last layer too), so the properties
+    below come from the construction, not from an untrained, symmetric start."""
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return module
+
+
+def _lag_model() -> AcornModel:
+    torch.manual_seed(0)
+    cfg = EncoderConfig(d=16, layers=1, heads=2, dropout=0.0, doa_head="lag", lag_bands=3,
+                        lag_channels=4, lag_kernel=5, lag_window=16, max_tdoa=9.33)
+    return _perturbed(AcornModel(cfg)).eval()
+
+
+def test_lag_head_is_exactly_delay_invariant_and_equivariant():
+    """For any weights: a delay of both channels that drops no sample leaves the lag scores and
+    the TDoA unchanged; a delay δ of channel 2 shifts the scores by exactly δ lags and moves the
+    TDoA by exactly δ while the softmax mass at the window's edges is nil (checked: < 1e-6).
+    Tolerance 1e-4 samples (float32 FFTs of 8000 points; measured errors are ~1e-6)."""
+    from icml25.pipelines.acorn.lag_head import LagDoAHead
+    from icml25.pipelines.acorn.symmetry import delay
+
+    torch.manual_seed(0)
+    head = _perturbed(LagDoAHead(bands=3, channels=4, kernel=5, window=16))
+    x = _delayed_pair()
+    with torch.no_grad():
+        s0, base = head.scores(x), head(x)
+        np.testing.assert_allclose(base.numpy(), 3.0, atol=0.5)  # finds the delay it is given
+        for shift in (1, 37, -5, 64):
+            np.testing.assert_allclose(head.scores(delay(x, shift)).numpy(), s0.numpy(),
+                                       atol=1e-3 * float(s0.abs().max()))
+            np.testing.assert_allclose(head(delay(x, shift)).numpy(), base.numpy(), atol=1e-4)
+        for dl in (1, -1, 2, -2, 5, -7):
+            y = delay(x, dl, channel=1)
+            s = head.scores(y)
+            w = head.window
+            lo, hi = max(-w, -w + dl), min(w, w + dl)  # lags whose shifted source is in the window
+            np.testing.assert_allclose(s[:, lo + w:hi + w + 1].numpy(),
+                                       s0[:, lo - dl + w:hi - dl + w + 1].numpy(),
+                                       atol=1e-3 * float(s0.abs().max()))
+            for scores in (s0, s):
+                p = torch.softmax(scores, dim=-1)
+                assert float((p[:, :abs(dl) + 1].sum(-1) + p[:, -abs(dl) - 1:].sum(-1)).max()) < 1e-6
+            np.testing.assert_allclose(head(y).numpy(), base.numpy() + dl, atol=1e-4)
+        # the gain of either channel and the polarity of both do not matter either
+        np.testing.assert_allclose(head(-x * torch.tensor([1.0, 0.25])[None, :, None]).numpy(),
+                                   base.numpy(), atol=1e-4)
+
+
+def test_lag_model_keeps_swap_antisymmetry_and_delay_properties():
+    """The phase encoder's whole DoA readout (lag head, swap antisymmetrisation, clamp to ±9.33
+    samples): swap and time reversal negate it, a delay of both channels leaves it and a delay δ
+    of channel 2 moves it by δ, to 1e-4 samples, for delays that drop no sample and answers
+    inside the clamp. The token head (control) has none of the delay properties."""
+    from icml25.pipelines.acorn.symmetry import delay
+
+    model = _lag_model()
+    x = _delayed_pair()
+    src = torch.zeros(x.shape[0], dtype=torch.long)
+    with torch.no_grad():
+        out = model(x, "doa", src)
+        tau = out[:, 0]
+        assert (tau.abs() > 1.0).all() and (tau.abs() < 6.0).all()  # inside the clamp
+        np.testing.assert_allclose(model(x.flip(1), "doa", src)[:, 0].numpy(), -tau.numpy(),
+                                   atol=1e-4)
+        np.testing.assert_allclose(model(x.flip(2), "doa", src)[:, 0].numpy(), -tau.numpy(),
+                                   atol=1e-4)
+        side = out[:, 2] - out[:, 1]
+        assert torch.equal(torch.sign(side), torch.sign(tau))  # left/right follows the TDoA
+        np.testing.assert_allclose(model(delay(x, 37), "doa", src)[:, 0].numpy(), tau.numpy(),
+                                   atol=1e-4)
+        for dl in (2, -2):
+            np.testing.assert_allclose(model(delay(x, dl, channel=1), "doa", src)[:, 0].numpy(),
+                                       tau.numpy() + dl, atol=1e-4)
+        far = delay(x, 11, channel=1)  # a 14-sample TDoA, beyond the array: clamped
+        np.testing.assert_allclose(model(far, "doa", src)[:, 0].numpy(), 9.33, atol=1e-5)
+        assert (model.train()(far, "doa", src)[:, 0] > 12).all()  # training: unclamped
+        model.eval()
+        token = AcornModel(EncoderConfig(d=16, layers=1, heads=2, dropout=0.0)).eval()
+        token.heads["doa"][2].weight.mul_(1e3)
+        t0 = token(x, "doa", src)[:, 0]
+        assert (token(delay(x, 2, channel=1), "doa", src)[:, 0] - t0 - 2).abs().max() > 0.1
+
+
+def test_delay_that_drops_samples_moves_the_lag_head_little():
+    """The run's symmetry metrics delay a clip that fills its whole length, so the shifted clip
+    loses |δ| samples at its end: the content changes and the properties hold approximately.
+    On a clean 4000-sample pair without silent ends: a 37-sample delay of both channels moves
+    the answer by less than 0.05 samples and a ±2 delay of channel 2 moves it by ±2 within
+    0.05 samples."""
+    from icml25.pipelines.acorn.symmetry import delay
+
+    model = _lag_model()
+    gen = torch.Generator().manual_seed(2)
+    s = torch.randn(6, 4003, generator=gen)
+    x = torch.stack([s[:, 3:], s[:, :4000] + 0.3 * torch.randn(6, 4000, generator=gen)], dim=1)
+    src = torch.zeros(6, dtype=torch.long)
+    with torch.no_grad():
+        tau = model(x, "doa", src)[:, 0]
+        assert (model(delay(x, 37), "doa", src)[:, 0] - tau).abs().max() < 0.05
+        for dl in (2, -2):
+            got = model(delay(x, dl, channel=1), "doa", src)[:, 0]
+            assert (got - tau - dl).abs().max() < 0.05
+
+
+def test_lag_head_is_refused_without_phase_and_stats_stay_in_samples():
+    from icml25.pipelines.acorn.lag_head import LagDoAHead
+    from icml25.pipelines.acorn.multitask import target_stats
+
+    with pytest.raises(ValueError, match="magnitude-only"):
+        AcornModel(EncoderConfig(d=16, layers=1, heads=2, use_phase=False, doa_head="lag"))
+    with pytest.raises(ValueError, match="doa_head"):
+        AcornModel(EncoderConfig(d=16, layers=1, heads=2, doa_head="peak"))
+    with pytest.raises(ValueError, match="longer than"):
+        LagDoAHead(window=16, kernel=9)(torch.zeros(1, 2, 20))
+    with pytest.raises(ValueError, match="two-channel"):
+        LagDoAHead()(torch.zeros(1, 3, 2000))
+    data = {"doa": TaskData(torch.zeros(4, 2, 100), np.array([1.0, -3.0, 2.0, 5.0]),
+                            np.zeros(4, int))}
+    assert target_stats(data, ("doa",))["doa"] == (0.0, 1.0)
+    assert target_stats(data)["doa"][1] == pytest.approx(np.sqrt(np.mean([1, 9, 4, 25])),
+                                                         rel=1e-5)
+    assert "doa" not in AcornModel(EncoderConfig(d=16, layers=1, heads=2,
+                                                 doa_head="lag")).heads
+
+
+def test_auxiliary_token_readout_trains_the_encoder_but_does_not_answer():
+    """With ``doa_token_aux`` the DoA loss adds the token readout's loss (so the encoder gets a
+    DoA gradient), while the answer stays the lag head's; without it there is no token head."""
+    from icml25.pipelines.acorn.multitask import target_stats, task_loss
+
+    torch.manual_seed(0)
+    cfg = dict(d=16, layers=1, heads=2, dropout=0.0, doa_head="lag", lag_bands=2,
+               lag_channels=4, lag_kernel=3, lag_window=12, max_tdoa=9.33)
+    aux = AcornModel(EncoderConfig(**cfg, doa_token_aux=True))
+    plain = AcornModel(EncoderConfig(**cfg))
+    plain.load_state_dict({k: v for k, v in aux.state_dict().items()
+                           if not k.startswith("heads.doa.")})
+    x = _delayed_pair(n=2000, items=4)
+    src = torch.zeros(4, dtype=torch.long)
+    y = torch.full((4,), 3.0)
+    data = {"doa": TaskData(x, y.numpy(), src.numpy())}
+    stats = target_stats(data, ("doa",))
+    assert stats["doa"] == (0.0, 1.0) and stats["doa_token"][1] == pytest.approx(3.0, rel=1e-5)
+    aux.eval()
+    plain.eval()
+    with torch.no_grad():
+        np.testing.assert_array_equal(aux(x, "doa", src).numpy(), plain(x, "doa", src).numpy())
+        token = aux(x, "doa", src, readout="token")
+        np.testing.assert_allclose(aux(x.flip(1), "doa", src, readout="token")[:, 0].numpy(),
+                                   -token[:, 0].numpy(), atol=1e-5)  # antisymmetric too
+    aux.train()
+    loss = task_loss(aux, "doa", x, y, src, stats)
+    loss.backward()
+    assert aux.encoder.branches[0].weight.grad is not None  # the encoder learns from DoA
+    assert loss.item() > task_loss(plain.train(), "doa", x, y, src, stats).item()
+    with pytest.raises(ValueError, match="no token DoA head"):
+        plain(x, "doa", src, readout="token")

@@ -18,6 +18,18 @@ Microphone-swap antisymmetry (``swap_antisymmetric``, our addition): swapping th
 mirrors the scene about the array's broadside plane, so the TDoA changes sign exactly. The DoA
 head is built antisymmetric, f(x) = (g(x) − g(swap x))/2 for the TDoA output and the left−right
 logit difference, so f(swap x) = −f(x) holds by construction (up to float rounding) in eval mode.
+
+Delay-respecting DoA readout (``doa_head="lag"``, our addition; :mod:`.lag_head`): instead of the
+task token, the TDoA is read from a learned generalised cross-correlation of the two channels
+with a soft-argmax over lags, which is invariant to a common delay of both channels and moves by
+exactly δ when channel 2 is delayed by δ (to float rounding, for delays that drop no sample and a
+peak inside the lag window). It reads
+the clip's phase, so only the phase encoder has it; the magnitude-only control keeps the
+token readout. The left/right logit is a learned positive multiple of that TDoA, and the swap
+antisymmetrisation above is applied on top (it keeps both delay properties). In eval mode the
+estimate is clamped to the array's range ±``max_tdoa``. With ``doa_token_aux`` the token DoA
+head is kept and trained as an auxiliary task (``readout="token"``), so the DoA batches still
+train the encoder; the answer is the lag head's.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
+
+from icml25.pipelines.acorn.lag_head import LagDoAHead
 
 N_FFT = 254
 HOP = 160
@@ -48,6 +62,14 @@ class EncoderConfig:
     dropout: float = 0.1
     n_sources: int = 8  # "no named source" + catalogue entries + "unknown source type"
     swap_antisymmetric: bool = True
+    doa_head: str = "token"  # "token": MLP on the task token; "lag": lag_head.LagDoAHead
+    lag_bands: int = 8
+    lag_channels: int = 16
+    lag_kernel: int = 9
+    lag_temperature: float = 50.0
+    lag_window: int = 16
+    max_tdoa: float | None = None  # eval-time clamp of the lag head's TDoA (samples)
+    doa_token_aux: bool = False  # lag head: also train the token DoA head (auxiliary loss)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -166,17 +188,36 @@ class AcornModel(nn.Module):
         self.encoder = AcornEncoder(cfg)
         self.task_embedding = nn.Embedding(len(TASK_OUTPUTS), cfg.d)
         self.source_embedding = nn.Embedding(cfg.n_sources, cfg.d)
+        if cfg.doa_head not in ("token", "lag"):
+            raise ValueError(f"doa_head must be 'token' or 'lag', got {cfg.doa_head!r}")
+        if cfg.doa_head == "lag" and (not cfg.use_phase or cfg.n_ch != 2):
+            raise ValueError("doa_head='lag' reads the inter-channel phase of a two-microphone "
+                             "clip; the magnitude-only encoder (use_phase=False) or another "
+                             f"channel count (n_ch={cfg.n_ch}) must use doa_head='token'")
         self.heads = nn.ModuleDict({
             task: nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.Linear(cfg.d, n))
-            for task, n in TASK_OUTPUTS.items()})
+            for task, n in TASK_OUTPUTS.items()
+            if not (task == "doa" and cfg.doa_head == "lag" and not cfg.doa_token_aux)})
+        self.lag_head = None
+        if cfg.doa_head == "lag":
+            self.lag_head = LagDoAHead(bands=cfg.lag_bands, channels=cfg.lag_channels,
+                                       kernel=cfg.lag_kernel, temperature=cfg.lag_temperature,
+                                       window=cfg.lag_window)
+            self.side_scale = nn.Parameter(torch.tensor(0.5413))  # softplus → 1 logit/sample
 
     @property
     def unknown_source(self) -> int:
         """The token of a source type outside the catalogue (the last one)."""
         return self.cfg.n_sources - 1
 
-    def raw(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
-        """The task head's output without the built-in symmetry."""
+    def raw(self, audio: torch.Tensor, task: str, source: torch.Tensor,
+            readout: str = "answer") -> torch.Tensor:
+        """The task head's output without the built-in symmetry; ``readout="token"`` gives the
+        token DoA head where the lag head answers (the auxiliary readout)."""
+        if task == "doa" and self.lag_head is not None and readout != "token":
+            tau = self.lag_head(audio)
+            side = nn.functional.softplus(self.side_scale) * tau
+            return torch.stack([tau, -0.5 * side, 0.5 * side], dim=1)
         b = audio.shape[0]
         task_tok = self.task_embedding(torch.full((b,), TASK_IDS[task], dtype=torch.long,
                                                   device=audio.device))
@@ -184,15 +225,33 @@ class AcornModel(nn.Module):
         tokens = self.encoder(audio, prefix)
         return self.heads[task](tokens[:, 0])
 
-    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor) -> torch.Tensor:
-        if task != "doa" or not self.cfg.swap_antisymmetric or audio.shape[1] != 2:
+    def forward(self, audio: torch.Tensor, task: str, source: torch.Tensor,
+                readout: str = "answer") -> torch.Tensor:
+        if task != "doa":
             return self.raw(audio, task, source)
+        if readout == "token" and "doa" not in self.heads:
+            raise ValueError("this model has no token DoA head (doa_head='lag' without "
+                             "doa_token_aux)")
+        clamp = self._clamped if readout != "token" else (lambda out: out)
+        if not self.cfg.swap_antisymmetric or audio.shape[1] != 2:
+            return clamp(self.raw(audio, task, source, readout))
         b = audio.shape[0]
-        both = self.raw(torch.cat([audio, audio.flip(1)]), task, torch.cat([source, source]))
+        both = self.raw(torch.cat([audio, audio.flip(1)]), task, torch.cat([source, source]),
+                        readout)
         g, g_swap = both[:b], both[b:]
         tdoa = 0.5 * (g[:, 0] - g_swap[:, 0])
         side = 0.5 * ((g[:, 2] - g[:, 1]) - (g_swap[:, 2] - g_swap[:, 1]))
-        return torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1)
+        return clamp(torch.stack([tdoa, -0.5 * side, 0.5 * side], dim=1))
+
+    def _clamped(self, out: torch.Tensor) -> torch.Tensor:
+        """The lag head's TDoA clamped to the array's range ±max_tdoa at prediction time (its
+        window is wider; the clamp is odd, so it keeps the swap antisymmetry, and it keeps the
+        delay properties inside the range). Training sees the unclamped estimate, so an
+        estimate beyond the range still has a gradient."""
+        if self.lag_head is None or self.training or self.cfg.max_tdoa is None:
+            return out
+        m = float(self.cfg.max_tdoa)
+        return torch.cat([out[:, :1].clamp(-m, m), out[:, 1:]], dim=1)
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -58,14 +58,22 @@ def from_regression(task: str, value: np.ndarray) -> np.ndarray:
     return np.exp(value) if task == "range" else value
 
 
-def target_stats(data: dict[str, TaskData]) -> dict[str, tuple[float, float]]:
-    """Mean and std of each regression task's training target."""
+def target_stats(data: dict[str, TaskData], raw_units: tuple[str, ...] = ()
+                 ) -> dict[str, tuple[float, float]]:
+    """Mean and std of each regression task's training target; a task in ``raw_units`` (the
+    lag DoA head, which answers in samples by construction) gets (0, 1), and DoA then also
+    ``doa_token``, the statistics of the auxiliary token readout."""
     out = {}
     for task in REGRESSION:
         if task in data:
             y = regression_target(task, data[task].target)
             if task == "doa":  # centred at 0, so the antisymmetric head stays antisymmetric
-                out[task] = (0.0, float(np.sqrt(np.mean(y ** 2)) + 1e-6))
+                token = (0.0, float(np.sqrt(np.mean(y ** 2)) + 1e-6))
+                out[task] = (0.0, 1.0) if task in raw_units else token
+                if task in raw_units:  # the auxiliary token head keeps the standardised target
+                    out["doa_token"] = token
+            elif task in raw_units:
+                out[task] = (0.0, 1.0)
             else:
                 out[task] = (float(np.mean(y)), float(np.std(y) + 1e-6))
     return out
@@ -81,6 +89,13 @@ def task_loss(model: AcornModel, task: str, audio: torch.Tensor, target: torch.T
     loss = nn.functional.huber_loss(out[:, 0], torch.as_tensor(y, dtype=out.dtype), delta=1.0)
     if task == "doa":  # left/right: positive TDoA ⇒ left (class 1)
         loss = loss + nn.functional.cross_entropy(out[:, 1:3], (target > 0).long())
+        if model.lag_head is not None and model.cfg.doa_token_aux:  # auxiliary token readout
+            aux = model(audio, task, source, readout="token")
+            mu, sd = stats["doa_token"]
+            y = (target.numpy() - mu) / sd
+            loss = loss + nn.functional.huber_loss(aux[:, 0], torch.as_tensor(y, dtype=aux.dtype),
+                                                   delta=1.0)
+            loss = loss + nn.functional.cross_entropy(aux[:, 1:3], (target > 0).long())
     return loss
 
 
@@ -188,7 +203,7 @@ def train_model(cfg: EncoderConfig, train_data: dict[str, TaskData],
     of the run (history, target statistics, parameter count)."""
     torch.manual_seed(seed)
     model = AcornModel(cfg)
-    stats = target_stats(train_data)
+    stats = target_stats(train_data, ("doa",) if cfg.doa_head == "lag" else ())
     schedule = batch_schedule({t: len(d.target) for t, d in train_data.items()}, batch_size,
                               epochs, seed)
     steps_per_epoch = max(1, len(schedule) // epochs)

@@ -220,7 +220,13 @@ def train_variant(meta: pd.DataFrame, clips: dict[str, np.ndarray], params: dict
                         use_phase=variant == "acorn_phase", mc_mode=p.model.mc_mode,
                         phase=p.model.phase,
                         dropout=p.model.dropout, n_sources=len(TONAL_CATALOGUE) + 2,
-                        swap_antisymmetric=p.model.swap_antisymmetric)
+                        swap_antisymmetric=p.model.swap_antisymmetric,
+                        doa_head=p.model.doa_head if variant == "acorn_phase" else "token",
+                        lag_bands=p.model.lag_head.bands, lag_channels=p.model.lag_head.channels,
+                        lag_kernel=p.model.lag_head.kernel,
+                        lag_temperature=p.model.lag_head.temperature,
+                        lag_window=p.model.lag_head.window, max_tdoa=_max_tdoa(p),
+                        doa_token_aux=p.model.doa_token_aux)
     t = p.train
     physics = Augment(swap=t.swap_augment, reverse=t.reverse_augment,
                       max_delay=t.delay_augment, max_tdoa=_max_tdoa(p),

@@ -105,6 +105,23 @@ class DataParams(ParamsModel):
         return self
 
 
+class LagHeadParams(ParamsModel):
+    """Geometry of the lag DoA head (``acorn.model.lag_head``; lag_head.LagDoAHead)."""
+
+    bands: int = Field(default=8, ge=1, description="learned frequency weightings")
+    channels: int = Field(default=16, ge=1, description="width of the circular lag CNN")
+    kernel: int = Field(default=9, ge=1, description="odd kernel of the lag CNN (lags)")
+    temperature: float = Field(default=50.0, gt=0, description="initial softmax temperature")
+    window: int = Field(default=16, ge=1, description="soft-argmax over lags |l| <= window")
+
+    @field_validator("kernel")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError(f"kernel must be odd so the lag CNN is centred, got {value}")
+        return value
+
+
 class ModelParams(ParamsModel):
     d: int = Field(gt=0)
     layers: int = Field(ge=1)
@@ -116,6 +133,15 @@ class ModelParams(ParamsModel):
     dropout: float = Field(default=0.1, ge=0, lt=1)
     #: DoA head antisymmetric under the microphone swap by construction (encoder.AcornModel)
     swap_antisymmetric: bool = True
+    #: the phase encoder's DoA readout: `lag` = learned generalised cross-correlation with a
+    #: soft-argmax over lags (lag_head.py; common-delay invariant and inter-channel-delay
+    #: equivariant by construction), `token` = MLP on the task token. The magnitude-only
+    #: control always uses `token` (it has no phase to correlate).
+    doa_head: Literal["lag", "token"] = "lag"
+    lag_head: LagHeadParams = Field(default_factory=lambda: LagHeadParams())
+    #: with `lag`: keep training the token DoA head as an auxiliary task, so the DoA batches
+    #: still train the encoder (the answer stays the lag head's)
+    doa_token_aux: bool = True
 
     @model_validator(mode="after")
     def _heads(self) -> ModelParams:
@@ -157,4 +183,13 @@ class AcornParams(ParamsModel):
             raise ValueError(f"train.delay_augment {self.train.delay_augment} samples exceeds "
                              f"the array's largest TDoA {max_tdoa:.2f} samples "
                              f"(data.mic_spacing {self.data.mic_spacing} m)")
+        if self.model.doa_head == "lag" and self.model.lag_head.window < max_tdoa:
+            raise ValueError(f"model.lag_head.window {self.model.lag_head.window} samples is "
+                             f"narrower than the array's largest TDoA {max_tdoa:.2f} samples "
+                             f"(data.mic_spacing {self.data.mic_spacing} m)")
+        clip_n = round(self.data.clip_s * FS)
+        reach = self.model.lag_head.window + self.model.lag_head.kernel // 2
+        if self.model.doa_head == "lag" and reach >= clip_n:
+            raise ValueError(f"model.lag_head.window + kernel // 2 = {reach} lags needs clips "
+                             f"longer than {reach} samples (data.clip_s {self.data.clip_s} s)")
         return self
