@@ -186,3 +186,25 @@ def test_matplotlib_backend_renders_the_same_canvas():
     graph = nx.cycle_graph(8)
     img = render_panel(layout_positions(graph, "kk", 64), list(graph.edges), (0, 4), cfg)
     assert img.shape == (64, 64) and 0.01 <= (img < 128).mean() <= 0.4
+
+
+def test_several_training_layouts_split_every_class_evenly(graphs):
+    """The control trained on two layouts: each training / validation graph is drawn once, in
+    one of them, every class half in each (the layout says nothing about the label); test
+    graphs in every evaluation layout."""
+    sub = graphs[graphs["task"] == "node_count"]
+    lay = compute_layouts(sub, {"node_count": (["kk", "random"], ["kk", "planar", "random"])},
+                          CFG, progress=False)
+    labels = sub.set_index("sample_id")["label"]
+    for split in ("train", "val"):
+        part = lay[lay["split"] == split]
+        assert part["sample_id"].is_unique and len(part) == SIZES[split]
+        counts = part.assign(label=labels.loc[part["sample_id"]].to_numpy()).groupby(
+            ["layout", "label"]).size()
+        assert set(counts.index.get_level_values(0)) == {"kk", "random"}
+        assert counts.nunique() == 1 and counts.iloc[0] == SIZES[split] // 4
+    test = lay[lay["split"] == "test"]
+    drawn = test.groupby("sample_id")["layout"].apply(sorted).tolist()
+    assert drawn == [["kk", "planar", "random"]] * SIZES["test"]
+    one = compute_layouts(sub, {"node_count": ("kk", ["kk", "planar"])}, CFG, progress=False)
+    assert set(one.loc[one["split"] != "test", "layout"]) == {"kk"}

@@ -9,7 +9,12 @@ import torch
 
 from icml25.pipelines.vga.models import build_model
 from icml25.pipelines.vga.scoring import metric_names, seed_metrics, variant_metrics
-from icml25.pipelines.vga.vision import dihedral_augment, predict, train_classifier
+from icml25.pipelines.vga.vision import (
+    dihedral_augment,
+    predict,
+    recalibrate_batchnorm,
+    train_classifier,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -116,3 +121,25 @@ def test_every_variant_reports_the_same_metric_names_even_with_missing_tasks():
     assert set(metrics["a"]) == set(metrics["b"])
     assert metrics["a"]["min_acc_all"] == [1.0, 1.0]
     assert np.isnan(metrics["b"]["acc_node_count_kk"][0])  # b never answered node_count
+
+
+def test_batchnorm_recalibration_replaces_stale_statistics_with_the_batch_average():
+    """Features near 100 whose class is which side of 100 they lie: with the running
+    statistics BatchNorm starts from (mean 0, var 1) the evaluation-mode model answers one
+    class for everything; re-estimated on the data it separates them."""
+    torch.manual_seed(0)
+    feats = torch.cat([100 - torch.rand(64, 1) - 0.1, 100 + torch.rand(64, 1) + 0.1])
+    labels = torch.cat([torch.zeros(64), torch.ones(64)]).long()
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(1), torch.nn.Linear(1, 2))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.tensor([[-1.0], [1.0]]))
+        model[1].bias.zero_()
+    model.eval()
+    assert (model(feats).argmax(1) == labels).float().mean() == 0.5  # stale: one class
+    batches = [feats[i::4] for i in range(4)]  # four equal batches, each of both classes
+    recalibrate_batchnorm(model, batches)
+    assert not model.training and model[0].momentum == 0.1  # mode and momentum restored
+    assert model[0].running_mean.item() == pytest.approx(feats.mean().item(), abs=1e-4)
+    batch_var = torch.stack([b.var(unbiased=True) for b in batches]).mean()
+    assert model[0].running_var.item() == pytest.approx(batch_var.item(), rel=1e-4)
+    assert (model(feats).argmax(1) == labels).float().mean() == 1.0

@@ -114,6 +114,14 @@ def test_bad_parameter_stops_before_any_work(kedro_project, run_pipeline):
     ({"data": {"tasks": {"ham_path": {"test_layout": "random"}}}},
      r"test_layout 'random' is not in eval_layouts"),
     ({"data": {"n_nodes": [8, 13]}}, r"vga\.data\.n_nodes: got \[8, 13\]"),
+    ({"data": {"tasks": {"node_count": {"train_layouts": ["random", "planar"]}}}},
+     r"train_layout 'kk' is not in train_layouts \['random', 'planar'\]"),
+    ({"data": {"tasks": {"ham_path": {"train_layouts": ["kk", "random"]}}}},
+     r"must include every training layout; missing \['random'\]"),
+    ({"data": {"tasks": {"node_count": {"train_layouts": ["kk", "kk"]}}}},
+     r"train_layouts \['kk', 'kk'\] repeat a layout"),
+    ({"train": {"bn_recalibrate_batches": -1}},
+     r"vga\.train\.bn_recalibrate_batches: got -1"),
     ({"mllm": {"enabled": True}}, r"vga\.mllm: .*needs base_url and model"),
 ])
 def test_infeasible_sizes_and_unknown_layouts_are_refused(override, message):

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,7 +63,6 @@ def baseline_predictions(
     layouts: pd.DataFrame,
     images: pd.DataFrame,
     seeds: Sequence[int],
-    train_layouts: Mapping[str, str],
     lr_c: float = 1.0,
 ) -> pd.DataFrame:
     """Test-set predictions of every baseline, task, evaluation layout and seed."""
@@ -100,8 +99,9 @@ def baseline_predictions(
         pix = None
         if task == "shortest_path":
             lay = layouts.set_index(["sample_id", "layout"])
-            tl = train_layouts[task]
-            d_train = np.array([[marked_pixel_distance(lay.loc[(sid, tl), "pos_json"], m)]
+            # each training graph as it was drawn (its one training layout)
+            drawn = layouts[layouts["split"] == "train"].set_index("sample_id")
+            d_train = np.array([[marked_pixel_distance(drawn.loc[sid, "pos_json"], m)]
                                 for sid, m in zip(train["sample_id"], train["marked_json"],
                                                   strict=True)])
             d_test = np.array([[marked_pixel_distance(lay.loc[(sid, lo), "pos_json"],

@@ -25,9 +25,34 @@ LAYOUT_COLUMNS = ("sample_id", "task", "split", "layout", "pos_json", "partner_p
 IMAGE_COLUMNS = ("sample_id", "task", "split", "layout", "label", "png")
 
 
-def layouts_for(split: str, train_layout: str, eval_layouts: Sequence[str]) -> list[str]:
-    """Layouts an instance of ``split`` is drawn in (train/val: the training layout only)."""
-    return [train_layout] if split in ("train", "val") else list(eval_layouts)
+def layouts_for(split: str, train_layouts: str | Sequence[str], eval_layouts: Sequence[str],
+                index: int = 0) -> list[str]:
+    """Layouts an instance of ``split`` is drawn in: a test graph in every evaluation layout; a
+    training or validation graph in one training layout, the ``index``-th in turn (with one
+    training layout, that one)."""
+    if split not in ("train", "val"):
+        return list(eval_layouts)
+    train = [train_layouts] if isinstance(train_layouts, str) else list(train_layouts)
+    if not train:
+        raise ValueError("no training layout given")
+    return [train[index % len(train)]]
+
+
+def class_ranks(graphs: pd.DataFrame) -> dict[str, int]:
+    """sample_id -> its rank, by index, among the instances of its task, split and label."""
+    frame = graphs[["sample_id", "task", "split", "label"]].copy()
+    frame["index"] = [sample_index(s) for s in frame["sample_id"]]
+    frame = frame.sort_values("index", kind="stable")
+    ranks = frame.groupby(["task", "split", "label"], sort=False).cumcount()
+    return dict(zip(frame["sample_id"], ranks.astype(int), strict=True))
+
+
+def sample_index(sample_id: str) -> int:
+    """The running number of an instance within its task and split (``task/split/<i>``)."""
+    try:
+        return int(str(sample_id).rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        raise ValueError(f"sample_id {sample_id!r} does not end in /<index>") from None
 
 
 def _layout_rng(seed_key: str, layout: str, panel: int) -> np.random.Generator:
@@ -45,9 +70,13 @@ def compute_layouts(
 ) -> pd.DataFrame:
     """Pixel positions of every (instance, layout) the protocol needs.
 
-    ``protocol``: task -> (train layout, evaluation layouts).
+    ``protocol``: task -> (training layout or layouts, evaluation layouts). With several
+    training layouts, the training (validation) graphs of each class take them in turn, by
+    index, so that every layout holds the same share of every class and the layout says
+    nothing about the label.
     """
     check_graphs_table(graphs)
+    rank = class_ranks(graphs)
     rows = []
     kw = {"node_radius": cfg.radius_px, "random_min_dist_radii": random_min_dist_radii,
           "min_node_dist_radii": cfg.min_node_dist_radii,
@@ -56,7 +85,8 @@ def compute_layouts(
                     leave=False):
         train_layout, eval_layouts = protocol[row["task"]]
         graph, partner, _ = instance_graphs(row)
-        for layout in layouts_for(row["split"], train_layout, eval_layouts):
+        for layout in layouts_for(row["split"], train_layout, eval_layouts,
+                                  rank[row["sample_id"]]):
             if row["task"] in PAIR_TASKS:
                 left = layout_positions(graph, pair_left_layout, cfg.size,
                                         rng=_layout_rng(row["seed_key"], pair_left_layout, 0),

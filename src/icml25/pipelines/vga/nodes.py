@@ -47,7 +47,8 @@ def _render_cfg(p: VgaParams) -> RenderConfig:
 
 
 def _protocol(p: VgaParams) -> dict[str, dict[str, Any]]:
-    return {t: {"train_layout": c.train_layout, "eval_layouts": list(c.eval_layouts),
+    return {t: {"train_layout": c.train_layout, "train_layouts": c.training_layouts,
+                "eval_layouts": list(c.eval_layouts),
                 "test_layout": c.test_layout} for t, c in p.data.tasks.items()}
 
 
@@ -88,7 +89,7 @@ def compute_layouts(graphs: pd.DataFrame, label_report_: dict[str, Any],
     p = _params(params)
     if not label_report_.get("ok"):
         raise ValueError("vga label report is not ok; refusing to draw unverified instances")
-    protocol = {t: (c.train_layout, c.eval_layouts) for t, c in p.data.tasks.items()}
+    protocol = {t: (c.training_layouts, c.eval_layouts) for t, c in p.data.tasks.items()}
     return _compute_layouts(graphs, protocol, _render_cfg(p), p.data.pair_left_layout,
                             p.data.random_min_dist_radii, p.progress)
 
@@ -102,10 +103,11 @@ def render_images(graphs: pd.DataFrame, layouts: pd.DataFrame,
 
 
 # --------------------------------------------------------------------------------- models
-def _task_arrays(images: pd.DataFrame, task: str, split: str, layout: str):
+def _task_arrays(images: pd.DataFrame, task: str, split: str, layout: str | list[str]):
     from icml25.pipelines.vga.vision import decode_stack
+    layouts = [layout] if isinstance(layout, str) else list(layout)
     sel = images[(images["task"] == task) & (images["split"] == split)
-                 & (images["layout"] == layout)]
+                 & images["layout"].isin(layouts)]
     if sel.empty:
         raise ValueError(f"vga images: no {split} images of {task} in layout {layout}")
     return decode_stack(sel["png"]), sel["label"].to_numpy().astype(int), sel
@@ -132,8 +134,8 @@ def train_model(images: pd.DataFrame, params: dict[str, Any], model: str, shard:
     jobs = [(t, s) for t in p.data.tasks for s in seeds]
     for task, seed in tqdm(jobs, desc=f"vga train {model}", disable=not p.progress):
         proto = p.data.tasks[task]
-        x_tr, y_tr, _ = _task_arrays(images, task, "train", proto.train_layout)
-        x_va, y_va, _ = _task_arrays(images, task, "val", proto.train_layout)
+        x_tr, y_tr, _ = _task_arrays(images, task, "train", proto.training_layouts)
+        x_va, y_va, _ = _task_arrays(images, task, "val", proto.training_layouts)
         tests = ({lo: _task_arrays(images, task, "test", lo)[:2] for lo in proto.eval_layouts}
                  if p.train.track_test_each_epoch else None)
         seed_everything(seed)
@@ -142,7 +144,7 @@ def train_model(images: pd.DataFrame, params: dict[str, Any], model: str, shard:
             epochs=p.train.epochs, batch_size=p.train.batch_size, lr=spec.lr,
             weight_decay=p.train.weight_decay, warmup_epochs=p.train.warmup_epochs,
             grad_clip=p.train.grad_clip, device=device, test_sets=tests,
-            augment=p.train.augment,
+            augment=p.train.augment, bn_recalibrate_batches=p.train.bn_recalibrate_batches,
             progress=p.progress, desc=f"{model} {task} seed {seed}")
         out[f"{task}_seed{seed}"] = {
             "state_dict": {k: v.detach().cpu() for k, v in trained.model.state_dict().items()},
@@ -192,9 +194,7 @@ def run_baselines(graphs: pd.DataFrame, layouts: pd.DataFrame, images: pd.DataFr
     from icml25.pipelines.vga.baselines import baseline_predictions
     p = _params(params)
     _check_images(images)
-    return baseline_predictions(graphs, layouts, images, p.seeds,
-                                {t: c.train_layout for t, c in p.data.tasks.items()},
-                                p.baselines.lr_c)
+    return baseline_predictions(graphs, layouts, images, p.seeds, p.baselines.lr_c)
 
 
 def mllm_eval(images: pd.DataFrame, params: dict[str, Any],

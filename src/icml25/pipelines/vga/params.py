@@ -31,8 +31,16 @@ class TaskParams(ParamsModel):
     p: tuple[float, float] = Field(description="range of the G(n, p) edge probability")
     sizes: SizesParams | None = None  # this task's split sizes instead of vga.data.sizes
     train_layout: Layout
+    # several training layouts (the control): each training / validation graph is drawn in one
+    # of them, in turn within its class; train_layout must be one of them and names the
+    # in-distribution layout of the metrics (acc_<task>_train_layout, ood_gap_<task>)
+    train_layouts: list[Layout] | None = Field(default=None, min_length=1)
     eval_layouts: list[Layout] = Field(min_length=1)
     test_layout: Layout
+
+    @property
+    def training_layouts(self) -> list[str]:
+        return list(self.train_layouts) if self.train_layouts else [self.train_layout]
 
     @field_validator("p")
     @classmethod
@@ -45,6 +53,16 @@ class TaskParams(ParamsModel):
     def _layouts(self) -> TaskParams:
         if len(set(self.eval_layouts)) != len(self.eval_layouts):
             raise ValueError(f"eval_layouts {self.eval_layouts} repeat a layout")
+        if self.train_layouts is not None:
+            if len(set(self.train_layouts)) != len(self.train_layouts):
+                raise ValueError(f"train_layouts {self.train_layouts} repeat a layout")
+            if self.train_layout not in self.train_layouts:
+                raise ValueError(f"train_layout {self.train_layout!r} is not in train_layouts "
+                                 f"{self.train_layouts}")
+            missing = [lo for lo in self.train_layouts if lo not in self.eval_layouts]
+            if missing:
+                raise ValueError(f"eval_layouts {self.eval_layouts} must include every "
+                                 f"training layout; missing {missing}")
         if self.train_layout not in self.eval_layouts:
             raise ValueError(f"eval_layouts {self.eval_layouts} must include the train_layout "
                              f"{self.train_layout!r} (the in-distribution control)")
@@ -151,6 +169,9 @@ class TrainParams(ParamsModel):
     grad_clip: float | None = Field(default=1.0, ge=0)
     track_test_each_epoch: bool = True
     augment: bool = True   # dihedral symmetries (legitimate, unused by the paper)
+    # before each validation, re-estimate the BatchNorm statistics on this many training
+    # batches with the current weights (vision.recalibrate_batchnorm; 0 = off)
+    bn_recalibrate_batches: int = Field(default=0, ge=0)
 
 
 class BaselineParams(ParamsModel):
