@@ -20,11 +20,13 @@ from icml25 import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOTS = {None: "data", "base": "data", "local": "data", "test": "data/test",
-              "paper": "data/paper", "medium": "data/medium"}
+              "paper": "data/paper", "medium": "data/medium",
+              "paper_check": "data/paper_check"}
 STORES = {None: "sqlite:///mlflow.db", "base": "sqlite:///mlflow.db",
           "local": "sqlite:///mlflow.db", "test": "sqlite:///data/test/mlflow.db",
           "paper": "sqlite:///data/paper/mlflow.db",
-          "medium": "sqlite:///data/medium/mlflow.db"}
+          "medium": "sqlite:///data/medium/mlflow.db",
+          "paper_check": "sqlite:///data/paper_check/mlflow.db"}
 #: parameters naming folders a run writes outside the catalog
 OUTPUT_PARAMS = (("functional_tom", "llm", "tiny_model_dir"), ("twa", "real", "save_dir"),
                  ("wavetoken", "train", "checkpoint_dir"), ("ctbench", "data", "cache"),
@@ -32,8 +34,9 @@ OUTPUT_PARAMS = (("functional_tom", "llm", "tiny_model_dir"), ("twa", "real", "s
 
 
 def _loader(env: str | None) -> OmegaConfigLoader:
-    return OmegaConfigLoader(conf_source=str(ROOT / "conf"), env=env,
-                             **settings.CONFIG_LOADER_ARGS)
+    # the project's loader: conf/paper_check is layered on conf/paper (icml25.core.config_loader)
+    return settings.CONFIG_LOADER_CLASS(conf_source=str(ROOT / "conf"), env=env,
+                                        **settings.CONFIG_LOADER_ARGS)
 
 
 def _paths(entry: Any) -> Iterator[str]:

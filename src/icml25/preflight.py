@@ -11,7 +11,11 @@ Checked, in this order:
 - the MLflow store: the folder of a ``sqlite:///`` (or file) tracking or registry URI must take
   new files, checked before kedro-mlflow opens the store;
 - every folder that a file dataset of the pipelines being run writes to (the data tree, the
-  reporting folder) must take new files, checked before the first node.
+  reporting folder) must take new files, checked before the first node;
+- in a CPU dry-run environment (``cpu_dry_run: true`` in its globals, as ``conf/paper_check``):
+  every room being run has its own ``parameters_<room>.yml`` there (else the run would be the
+  full paper config on the CPU) and every ``device`` parameter of those rooms is ``cpu`` (a
+  ``cuda`` or ``auto`` device is refused, naming the key and the file to change).
 
 The checks are project hooks (``PREFLIGHT_HOOKS``, registered in ``settings.py``), so a
 ``KedroSession`` started from Python or a notebook gets them too; they raise
@@ -36,6 +40,7 @@ __all__ = [
     "ConfigCheckHook",
     "OutputFolderCheckHook",
     "PreflightError",
+    "check_cpu_dry_run",
     "check_environment",
     "check_mlflow_folders",
     "check_parameter_namespaces",
@@ -246,6 +251,75 @@ class OutputFolderCheckHook:
             check_writable(folder, shown, self._project_path or Path(os.getcwd()))
 
 
-PREFLIGHT_HOOKS = (ConfigCheckHook(), OutputFolderCheckHook())
+def _device_keys(tree: Any, parent: str) -> Iterable[tuple[str, Any]]:
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            full = f"{parent}.{key}"
+            if key == "device" and not isinstance(value, Mapping):
+                yield full, value
+            else:
+                yield from _device_keys(value, full)
+
+
+def check_cpu_dry_run(env: str, conf_source: Path, rooms: Mapping[str, Any],
+                      project_path: Path | None = None) -> None:
+    """Raise :class:`PreflightError` unless each room in ``rooms`` (``{room: its parameters}``)
+    has ``conf_source/env/parameters_<room>.yml`` and only ``device: cpu`` parameters."""
+    for room in sorted(rooms):
+        own = conf_source / env / f"parameters_{room}.yml"
+        if not own.is_file():
+            raise PreflightError(
+                f"{room} has no CPU dry run yet: conf/{env} is a CPU dry run and "
+                f"{_shown(own, project_path)} does not exist (without it the run would be the "
+                f"full paper config on the CPU); see docs/scale.md")
+        for key, value in _device_keys(rooms[room], room):
+            if value != "cpu":
+                raise PreflightError(
+                    f"parameter {key} is {value!r}: conf/{env} is a CPU dry run and runs on the "
+                    f"CPU only; set it to cpu in {_shown(own, project_path)}")
+
+
+class DryRunCheckHook:
+    """A CPU dry-run environment (``cpu_dry_run: true`` in its globals) runs the rooms it has
+    configured, on the CPU: checked before the first node."""
+
+    def __init__(self) -> None:
+        self._env: str | None = None
+        self._conf_source: Path | None = None
+        self._project_path: Path | None = None
+
+    @hook_impl
+    def after_context_created(self, context: Any) -> None:
+        self._env = None
+        loader = context.config_loader
+        try:
+            dry_run = bool(loader["globals"].get("cpu_dry_run", False))
+        except Exception:
+            return
+        if dry_run and getattr(loader, "conf_source", None) is not None:
+            self._env = context.env or loader.default_run_env
+            self._conf_source = Path(loader.conf_source)
+            self._project_path = Path(context.project_path)
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, pipeline: Any, catalog: Any) -> None:
+        if self._env is None or self._conf_source is None:
+            return
+        from icml25.pipeline_registry import paper_pipeline_names
+
+        papers = set(paper_pipeline_names())
+        names = {name.split(":", 1)[1].split(".", 1)[0] for name in pipeline.inputs()
+                 if name.startswith("params:")}
+        rooms = {}
+        for room in sorted(names & papers):
+            try:
+                rooms[room] = catalog.load(f"params:{room}")
+            except Exception:  # the room reads only sub-trees: check those it reads
+                rooms[room] = {name: catalog.load(name) for name in pipeline.inputs()
+                               if name.startswith(f"params:{room}.")}
+        check_cpu_dry_run(self._env, self._conf_source, rooms, self._project_path)
+
+
+PREFLIGHT_HOOKS = (ConfigCheckHook(), OutputFolderCheckHook(), DryRunCheckHook())
 """Registered after the project's own hooks (``settings.HOOKS``), so that their ``tryfirst``
 implementations run before the project's."""

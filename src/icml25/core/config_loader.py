@@ -16,6 +16,15 @@ non-local ``conf_source``, a value YAML types beyond str/int/float/bool/None/lis
 case where Kedro raises (invalid YAML, duplicate keys, missing files), so that its error messages
 stay Kedro's. ``tests/core/test_config_loader.py`` checks that both give equal parameters (values
 and types) in every environment.
+
+Layered environments. An environment may declare a parent in its ``globals.yml``
+(``_parent: paper``; Kedro ignores top-level keys that start with ``_``): its configuration is then
+base, then the parent's chain, then its own files, each layer merged over the one below with the
+key's merge strategy, for every key (``parameters``, ``catalog``, ``globals``, ``mlflow``,
+``dask``, ``credentials``), on the fast path and on OmegaConf's path alike; ``--params`` stays on
+top. ``conf/paper_check`` (base -> paper -> paper_check) is the CPU dry run of the paper-scale
+configs. A parent that is no folder, a cycle, or a ``_parent`` that is no name is refused with
+:class:`EnvironmentLayerError`, naming the ``globals.yml`` that declares it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,56 @@ from kedro.config import OmegaConfigLoader
 
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _GLOBAL = re.compile(r"\$\{globals:([A-Za-z0-9][A-Za-z0-9_.]*)\}")
+
+
+PARENT_KEY = "_parent"
+
+
+class EnvironmentLayerError(ValueError):
+    """An environment's declared parent (``_parent`` in its globals.yml) cannot be layered."""
+
+
+def environment_chain(conf_source: str | Path, base_env: str, run_env: str) -> list[str]:
+    """The environments whose files make up ``run_env``'s configuration, lowest first.
+
+    ``[base_env]`` for base itself, ``[base_env, run_env]`` for an environment without a parent,
+    and ``[base_env, ..., parent, run_env]`` along the ``_parent`` keys of the environments'
+    ``globals.yml`` files (a parent equal to ``base_env`` adds nothing)."""
+    conf = Path(conf_source)
+    if run_env == base_env:
+        return [base_env]
+    chain = [run_env]
+    while True:
+        declaring = conf / chain[0] / "globals.yml"
+        parent = _declared_parent(declaring)
+        if parent is None or parent == base_env:
+            return [base_env, *chain]
+        if parent in chain:
+            cycle = " -> ".join([*reversed(chain), parent])
+            raise EnvironmentLayerError(
+                f"{declaring}: {PARENT_KEY}: {parent!r} makes a cycle of environments ({cycle})")
+        if not (conf / parent).is_dir():
+            raise EnvironmentLayerError(
+                f"{declaring}: {PARENT_KEY}: {parent!r} names no environment: there is no "
+                f"folder {conf / parent}")
+        chain.insert(0, parent)
+
+
+def _declared_parent(globals_file: Path) -> str | None:
+    if not globals_file.is_file():
+        return None
+    try:
+        loaded = yaml.load(globals_file.read_text(encoding="utf8"), Loader=_SAFE_LOADER)
+    except yaml.YAMLError:
+        return None  # Kedro reports the invalid YAML in its own words when it reads globals
+    if not isinstance(loaded, dict) or PARENT_KEY not in loaded:
+        return None
+    parent = loaded[PARENT_KEY]
+    if not isinstance(parent, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", parent):
+        raise EnvironmentLayerError(
+            f"{globals_file}: {PARENT_KEY} must name an environment (a folder of "
+            f"{globals_file.parent.parent}); got {parent!r}")
+    return parent
 
 
 class _Fallback(Exception):
@@ -107,7 +166,8 @@ def _merge(base: Any, over: Any) -> Any:
 
 
 class ProjectConfigLoader(OmegaConfigLoader):
-    """``OmegaConfigLoader``; ``parameters`` read without building OmegaConf trees."""
+    """``OmegaConfigLoader``; ``parameters`` read without building OmegaConf trees; layered
+    environments (``_parent`` in an environment's globals.yml) for every key."""
 
     def __getitem__(self, key: str) -> dict[str, Any]:
         if key == "parameters" and key not in self.data and not self.runtime_params:
@@ -115,15 +175,52 @@ class ProjectConfigLoader(OmegaConfigLoader):
                 return self._plain_parameters()
             except _Fallback:
                 pass
-        return super().__getitem__(key)
+        chain = self.environments()
+        if len(chain) <= 2 or key in self:
+            return super().__getitem__(key)
+        return self._layered(key, chain)
+
+    def environments(self) -> list[str]:
+        """The environments layered for this run, lowest first (base first)."""
+        run_env = self.env or self.default_run_env
+        if self._protocol != "file":
+            return [self.base_env] if run_env == self.base_env else [self.base_env, run_env]
+        return environment_chain(self.conf_source, self.base_env, run_env)
+
+    # ------------------------------------------------------------- OmegaConf's path, layered
+    def _layered(self, key: str, chain: list[str]) -> dict[str, Any]:
+        """``OmegaConfigLoader.__getitem__`` over more than two environments: each one's files
+        merged and resolved as Kedro does, then merged over the layers below it."""
+        from kedro.config import MissingConfigException
+        from omegaconf import OmegaConf
+
+        self._register_runtime_params_resolver()
+        if key not in self.config_patterns:
+            raise KeyError(f"No config patterns were found for '{key}' in your config loader")
+        if key == "globals":
+            OmegaConf.clear_resolver("runtime_params")  # as Kedro: not allowed in globals
+        patterns = list(self.config_patterns[key])
+        processed: set[Path] = set()
+        config: dict[str, Any] | None = None
+        paths = []
+        for env in chain:
+            path = self._get_conf_env_path(env)
+            paths.append(path)
+            files = self._read_dir_configs(path, patterns, key, processed, key == "credentials")
+            layer = self._merge_and_resolve(key, files)
+            config = layer if config is None else self._merge_configs(config, layer, key, path)
+        if not processed and key != "globals":
+            raise MissingConfigException(
+                f"No files of YAML or JSON format found in {' or '.join(paths)} matching the "
+                f"glob pattern(s): {patterns}")
+        return config or {}
 
     # ------------------------------------------------------------------------ fast path
     def _plain_parameters(self) -> dict[str, Any]:
         if self._protocol != "file":
             raise _Fallback("a remote conf_source")
         patterns = list(self.config_patterns["parameters"])
-        run_env = self.env or self.default_run_env
-        envs = [self.base_env] if run_env == self.base_env else [self.base_env, run_env]
+        envs = self.environments()
         trees = [self._environment_tree(Path(self.conf_source) / env, patterns) for env in envs]
         if not any(found for _tree, found in trees):
             raise _Fallback("no parameter files: Kedro names them")
