@@ -2,6 +2,7 @@
 
 from icml25.core.config_loader import ProjectConfigLoader
 from icml25.core.credentials import CREDENTIALS_HOOKS
+from icml25.core.paper_check import PAPER_CHECK_HOOKS
 from icml25.hooks import HOOKS as PROJECT_HOOKS
 from icml25.preflight import PREFLIGHT_HOOKS
 
@@ -13,6 +14,8 @@ HOOKS = PROJECT_HOOKS
 HOOKS = HOOKS + PREFLIGHT_HOOKS
 # a malformed conf/<env>/credentials.yml is refused in one line before the catalog is built
 HOOKS = HOOKS + CREDENTIALS_HOOKS
+# in a CPU dry-run environment (conf/paper_check): each room's paper_check.json (docs/scale.md)
+HOOKS = HOOKS + PAPER_CHECK_HOOKS
 # kedro-mlflow's hook runs as icml25.hooks.MlflowParamsOnceHook (same behaviour, fewer calls)
 DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow",)
 

@@ -131,3 +131,15 @@ def test_checkpoint_roundtrip_is_weights_only(tmp_path: Path):
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TrainLoopConfig(**kwargs)
+
+
+def test_amp_on_the_cpu_runs_the_forward_in_bfloat16():
+    from icml25.core.training import _autocast
+
+    context, scaler = _autocast(torch.device("cpu"), True)
+    with context:
+        out = torch.nn.Linear(4, 3)(torch.randn(2, 4))
+    assert out.dtype == torch.bfloat16 and scaler is None
+    context, _ = _autocast(torch.device("cpu"), False)
+    with context:
+        assert torch.nn.Linear(4, 3)(torch.randn(2, 4)).dtype == torch.float32

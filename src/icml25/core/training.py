@@ -54,8 +54,9 @@ class TrainLoopConfig:
     Attributes:
         steps: optimisation steps in total (a resumed run counts the steps already done).
         grad_clip: max global gradient norm; ``None`` or 0 disables clipping.
-        amp: mixed precision on CUDA (bfloat16 where supported, else float16 with loss
-            scaling); ignored on other devices so the CPU path stays exact.
+        amp: mixed precision: on CUDA bfloat16 where supported, else float16 with loss
+            scaling; on the CPU bfloat16 autocast (off by default, so the CPU path stays
+            exact; the paper configs' CPU dry run turns it on); ignored on MPS.
         log_every: log the running mean loss every this many steps.
         eval_every: call ``eval_fn`` every this many steps (0 = never).
         early_stopping_patience: stop after this many evaluations without improvement
@@ -109,6 +110,10 @@ class TrainResult:
 
 
 def _autocast(device: torch.device, enabled: bool):
+    if enabled and device.type == "cpu":
+        # bf16 autocast on the CPU (no scaler: bf16 has fp32's range), so that the CPU dry run
+        # of a paper config (conf/paper_check, amp: true) exercises the mixed-precision path
+        return torch.autocast(device_type="cpu", dtype=torch.bfloat16), None
     if not (enabled and device.type == "cuda"):
         return nullcontext(), None
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16

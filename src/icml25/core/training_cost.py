@@ -88,16 +88,16 @@ def _shape_tree(value: Any) -> Any:
     return repr(value) if not isinstance(value, int | float | bool | str | None) else value
 
 
-def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, Mapping):
-        return type(value)({k: _map_tensors(v, fn) for k, v in value.items()}) \
-            if isinstance(value, dict) else {k: _map_tensors(v, fn) for k, v in value.items()}
+        return type(value)({k: map_tensors(v, fn) for k, v in value.items()}) \
+            if isinstance(value, dict) else {k: map_tensors(v, fn) for k, v in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
-        return type(value)(*(_map_tensors(v, fn) for v in value))
+        return type(value)(*(map_tensors(v, fn) for v in value))
     if isinstance(value, list | tuple):
-        return type(value)(_map_tensors(v, fn) for v in value)
+        return type(value)(map_tensors(v, fn) for v in value)
     return value
 
 
@@ -185,8 +185,8 @@ def measure_training_step(module: nn.Module, args: Sequence[Any] = (),
         meta = {name: _as_meta(t) if not isinstance(t, nn.Parameter)
                 else torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
                 for name, t in named.items()}
-        flops = _run_step(module, meta, _map_tensors(args, _as_meta),
-                          _map_tensors(kwargs, _as_meta), None)
+        flops = _run_step(module, meta, map_tensors(args, _as_meta),
+                          map_tensors(kwargs, _as_meta), None)
         return StepCost(total, trainable, flops[0], flops[1], flops[2],
                         "measured: FlopCounterMode on the meta device", dtype, shapes)
     except Exception as exc:  # an op without a meta kernel, a data-dependent shape
@@ -195,8 +195,8 @@ def measure_training_step(module: nn.Module, args: Sequence[Any] = (),
             raise RuntimeError(f"cannot measure {type(module).__name__} on meta: {exc}") from exc
     copies = {name: t.detach().clone().requires_grad_(t.requires_grad)
               if isinstance(t, nn.Parameter) else t for name, t in named.items()}
-    cpu_args = _map_tensors(args, lambda t: t.detach())
-    cpu_kwargs = _map_tensors(kwargs, lambda t: t.detach())
+    cpu_args = map_tensors(args, lambda t: t.detach())
+    cpu_kwargs = map_tensors(kwargs, lambda t: t.detach())
     flops = _run_step(module, copies, cpu_args, cpu_kwargs, autocast_dtype)
     return StepCost(total, trainable, flops[0], flops[1], flops[2],
                     f"measured: FlopCounterMode on the CPU ({errors[0][:160]})", dtype, shapes)

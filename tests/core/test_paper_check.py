@@ -1,0 +1,106 @@
+"""The dry run's recorder of training steps, its step formula and its report."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from icml25.core.paper_check import (
+    TrainingStepRecorder,
+    count_from_parameters,
+    generator_throughput,
+    paper_report,
+)
+
+
+def _train(steps: int, batch: int, model: nn.Module | None = None) -> nn.Module:
+    model = model or nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        with torch.no_grad():  # an evaluation call: not a training step
+            model(torch.randn(50, 6))
+        loss = model(torch.randn(batch, 6)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model
+
+
+def test_the_recorder_counts_steps_and_measures_the_first_one():
+    with TrainingStepRecorder() as recorder:
+        _train(3, batch=4)
+        _train(2, batch=4)  # the same model shape again: one entry, two optimizers
+    (entry,) = recorder.models.values()
+    assert entry["dry_run_steps"] == 5 and entry["optimizers"] == 2
+    assert entry["model"] == "Sequential" and entry["parameters"] == 6 * 10 + 10 + 10 * 3 + 3
+    assert entry["forward_flops"] == 2 * 4 * (6 * 10 + 10 * 3)
+    assert entry["backward_flops"] == 2 * 4 * (6 * 10 + 10 * 3) + 2 * 4 * 10 * 3
+    # outside the block torch's global hooks are gone
+    _train(1, batch=4)
+    assert entry["dry_run_steps"] == 5
+
+
+def test_the_recorder_measures_at_the_paper_batch():
+    with TrainingStepRecorder(batch=(4, 256)) as recorder:
+        _train(1, batch=4)
+    (entry,) = recorder.models.values()
+    assert entry["forward_flops"] == 2 * 256 * (6 * 10 + 10 * 3)
+    assert "paper's batch 256" in entry["method"]
+
+
+def test_a_module_that_cannot_run_on_meta_is_scaled_from_the_dry_batch():
+    class Checked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            if float(x.abs().max()) > 1e6:  # data-dependent: no meta kernel can answer it
+                raise ValueError("too large")
+            return self.lin(x)
+
+    with TrainingStepRecorder(batch=(4, 256)) as recorder:
+        _train(1, batch=4, model=Checked())
+    (entry,) = recorder.models.values()
+    assert entry["forward_flops"] == 2 * 256 * 6 * 3
+    assert entry["method"].startswith("computed:") and "× 256/4" in entry["method"]
+
+
+def test_count_from_parameters():
+    tree = {"seeds": [0, 1, 2], "train": {"steps": 100}, "ablations": ["a", "b"], "n": None}
+    assert count_from_parameters(["train.steps", "seeds", [4, "ablations"]], tree, "w") == 1800
+    assert count_from_parameters([], tree, "w") == 1
+    assert count_from_parameters(["n"], tree, "w") == 0
+    with pytest.raises(KeyError, match=r"w: no parameter 'train.epochs' \(at 'epochs'\)"):
+        count_from_parameters(["train.epochs"], tree, "w")
+    with pytest.raises(TypeError, match="a factor is"):
+        count_from_parameters([True], tree, "w")
+
+
+def test_the_report_checks_its_formula_against_the_dry_run():
+    models = [{"parameters": 10, "activation_bytes": 8, "flops": 100.0, "dry_run_steps": 2,
+               "method": "measured"}]
+    spec = {"steps": ["train.steps"], "runs": ["seeds"]}
+    paper = {"train": {"steps": 1000}, "seeds": [0, 1, 2]}
+    dry = {"train": {"steps": 2}, "seeds": [0]}
+    report = paper_report("room", models, spec, paper, dry, wall_seconds=1.0,
+                          peak_rss_bytes=1, layers=["base", "paper", "paper_check"],
+                          unmeasured=[])
+    assert report["paper"]["steps"] == 3000
+    assert report["paper"]["steps_formula_matches_dry_run"] is True
+    assert report["h100"]["seconds"] == pytest.approx(3000 * 100 / (0.4 * 989e12))
+    dry["seeds"] = [0, 1]
+    report = paper_report("room", models, spec, paper, dry, wall_seconds=1.0, peak_rss_bytes=1,
+                          layers=[], unmeasured=[])
+    assert report["paper"]["steps_formula_matches_dry_run"] is False
+
+
+def test_generator_throughput_extrapolates_linearly():
+    out = generator_throughput("room", {"make": ["n"]}, {"n": 36_000}, {"n": 10},
+                               {"room.make": 2.0})
+    assert out["make"]["items_per_second"] == 5.0
+    assert out["make"]["paper_seconds_one_core"] == 7200.0
+    assert out["make"]["over_one_hour"] is True
+    assert "did not run" in generator_throughput("room", {"other": ["n"]}, {"n": 1}, {"n": 1},
+                                                 {})["other"]["note"]
