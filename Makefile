@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: system-packages screenshots install run test test-full lint bench viz mlflow tables docs
+.PHONY: system-packages screenshots install run test test-full lint bench viz mlflow tables docs paper-check
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { PYTHON=$(PYTHON) bash scripts/system_packages.sh venv && $(PYTHON) -m venv $(VENV); }
@@ -38,6 +38,16 @@ bench: install  ## speed and memory measurements (pytest-benchmark)
 
 screenshots: install  ## docs/screenshots from the browser tests on a default-scale wavetoken run (~10 min)
 	ICML25_BROWSER_ENV=local ICML25_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/browser
+
+# the papers with a CPU dry run of their paper config (conf/paper_check/parameters_<name>.yml)
+PAPER_CHECK_ROOMS ?= $(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wildcard conf/paper_check/parameters_*.yml)))
+
+paper-check: install  ## CPU dry run of each covered paper config (docs/scale.md), then its table
+	@for room in $(PAPER_CHECK_ROOMS); do \
+	  echo "== paper-check: $$room"; \
+	  OMP_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \
+	done
+	$(BIN)/python -m icml25.core.paper_check_table
 
 tables: install  ## regenerate README's results tables from results/<name>/claims.json
 	$(BIN)/python -m icml25.pipelines.report.results_tables

@@ -104,3 +104,22 @@ def test_generator_throughput_extrapolates_linearly():
     assert out["make"]["over_one_hour"] is True
     assert "did not run" in generator_throughput("room", {"other": ["n"]}, {"n": 1}, {"n": 1},
                                                  {})["other"]["note"]
+
+
+def test_ceil_div_first_and_bools():
+    tree = {"data": {"max_train": None}, "train": {"batch_size": 256, "epochs": 70},
+            "on": True, "off": False}
+    batches = {"ceil_div": [{"first": ["data.max_train", 3600]}, "train.batch_size"]}
+    assert count_from_parameters(["train.epochs", batches], tree, "w") == 70 * 15
+    tree["data"]["max_train"] = 32
+    assert count_from_parameters([batches], tree, "w") == 1
+    assert count_from_parameters([[1, "on", "off"]], tree, "w") == 2
+    with pytest.raises(ValueError, match="every entry of first"):
+        count_from_parameters([{"first": ["data.max_test"]}], {"data": {"max_test": None}}, "w")
+
+
+def test_product_of_a_fraction():
+    tree = {"frac": 0.04, "batch": 8}
+    assert count_from_parameters([{"ceil_div": [{"product": [5000, "frac"]}, "batch"]}], tree,
+                                 "w") == 25
+    assert count_from_parameters([{"product": [5000, "frac"]}], tree, "w") == 200

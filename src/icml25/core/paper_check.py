@@ -18,8 +18,10 @@ and peak resident memory, and the full paper config's estimated time and memory 
 The paper config's step count comes from the room's ``paper_check.<room>`` parameters, a product
 of parameter values read from the paper environment (the dry run's parent): ``steps`` (optimizer
 steps of one training run) and ``runs`` (training runs: seeds, variants). Each factor is an
-integer, a dotted parameter key (a number is its value, a list or mapping its length), or a list
-of factors that are added. The same product on the dry run's own parameters must equal the steps
+integer, a dotted parameter key (a number is its value, a bool 0 or 1, a list or mapping its
+length), a list of factors that are added, ``{product: [...]}``, ``{ceil_div: [a, b]}``
+(⌈a/b⌉, batches of an epoch)
+or ``{first: [key, ..., default]}`` (the first key whose value is not null). The same product on the dry run's own parameters must equal the steps
 the recorder counted (``steps_formula_matches_dry_run``), which checks the formula.
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import resource
 import sys
 import time
@@ -128,9 +131,11 @@ class TrainingStepRecorder:
 
         meta_args = map_tensors(args, at_paper_batch)
         meta_kwargs = map_tensors(kwargs, at_paper_batch)
+        if not resized[0]:  # another batch (a second model of the room): measured as it ran
+            cost = measure_training_step(module, args, kwargs)
+            return replace(cost, method=f"{cost.method}, at the batch it ran (no input has the "
+                                        f"dry run's batch {dry} first)")
         try:
-            if not resized[0]:
-                raise ValueError(f"no input tensor has the dry run's batch size {dry} first")
             cost = measure_training_step(module, meta_args, meta_kwargs, allow_cpu=False)
             return replace(cost, method=f"{cost.method}, at the paper's batch {paper}")
         except Exception as exc:
@@ -200,29 +205,47 @@ def _lookup(tree: Mapping[str, Any], dotted: str, where: str) -> Any:
 def count_from_parameters(factors: list[Any], tree: Mapping[str, Any], where: str) -> int:
     """Π of ``factors`` over ``tree``: an int is itself, a dotted key its value (a list's or a
     mapping's length), a list of factors their sum."""
-    total = 1
+    total: float = 1
     for factor in factors:
         total *= _factor(factor, tree, where)
-    return total
+    return round(total)
 
 
-def _factor(factor: Any, tree: Mapping[str, Any], where: str) -> int:
+_FACTORS = ("a factor is an int, a parameter key, a list (a sum), {product: [...]}, "
+            "{ceil_div: [a, b]} or {first: [...]} (the first that is not null)")
+
+
+def _factor(factor: Any, tree: Mapping[str, Any], where: str) -> float:
     if isinstance(factor, bool):
-        raise TypeError(f"{where}: a factor is an int, a parameter key or a list; got {factor!r}")
+        raise TypeError(f"{where}: {_FACTORS}; got {factor!r}")
     if isinstance(factor, int):
         return factor
     if isinstance(factor, list):
         return sum(_factor(item, tree, where) for item in factor)
+    if isinstance(factor, Mapping) and len(factor) == 1:
+        (op, items), = factor.items()
+        if op == "ceil_div" and isinstance(items, list) and len(items) == 2:
+            numerator, denominator = (_factor(item, tree, where) for item in items)
+            if denominator <= 0:
+                raise ValueError(f"{where}: ceil_div by {denominator}")
+            return math.ceil(round(numerator / denominator, 9))
+        if op == "product" and isinstance(items, list):
+            return math.prod(_factor(item, tree, where) for item in items)
+        if op == "first" and isinstance(items, list) and items:
+            for item in items:
+                if not isinstance(item, str) or _lookup(tree, item, where) is not None:
+                    return _factor(item, tree, where)
+            raise ValueError(f"{where}: every entry of first: {items} is null")
     if isinstance(factor, str):
         value = _lookup(tree, factor, where)
         if isinstance(value, list | tuple | Mapping):
             return len(value)
         if value is None:
             return 0
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return int(value)
+        if isinstance(value, int | float):  # a bool counts 0 or 1 (enabled or not); a float
+            return value                      # (a fraction) stays one until the product ends
         raise TypeError(f"{where}: parameter {factor!r} is {value!r}, not a count")
-    raise TypeError(f"{where}: a factor is an int, a parameter key or a list; got {factor!r}")
+    raise TypeError(f"{where}: {_FACTORS}; got {factor!r}")
 
 
 # ------------------------------------------------------------------------------ the report
@@ -263,17 +286,40 @@ def paper_report(room: str, models: list[dict[str, Any]], spec: Mapping[str, Any
         return report
     where = f"paper_check.{room}"
     steps_f, runs_f = list(spec.get("steps", [])), list(spec.get("runs", []))
-    paper_steps = (count_from_parameters(steps_f, paper_params, where + ".steps (paper)")
-                   * count_from_parameters(runs_f, paper_params, where + ".runs (paper)"))
-    formula_dry = (count_from_parameters(steps_f, dry_params, where + ".steps (dry run)")
-                   * count_from_parameters(runs_f, dry_params, where + ".runs (dry run)"))
+    micro_f = list(spec.get("micro_batches", []))
+    per_run_paper = count_from_parameters(steps_f, paper_params, where + ".steps (paper)")
+    per_run_dry = count_from_parameters(steps_f, dry_params, where + ".steps (dry run)")
+    if "runs_scale" in spec:
+        # the runs the dry run trained (one optimizer each), scaled by the ratio of the keys
+        scale_f = list(spec["runs_scale"])
+        optimizers = sum(m["optimizers"] for m in models)
+        ratio = (count_from_parameters(scale_f, paper_params, where + ".runs_scale (paper)")
+                 / max(1, count_from_parameters(scale_f, dry_params,
+                                                where + ".runs_scale (dry run)")))
+        runs_paper, runs_dry = round(optimizers * ratio), optimizers
+        runs_note = (f"{optimizers} runs in the dry run × {ratio:g} (paper ÷ dry run of "
+                     f"{scale_f}): approximate")
+    else:
+        runs_paper = count_from_parameters(runs_f, paper_params, where + ".runs (paper)")
+        runs_dry = count_from_parameters(runs_f, dry_params, where + ".runs (dry run)")
+        runs_note = f"Π {runs_f}"
+    paper_steps = per_run_paper * runs_paper
+    formula_dry = per_run_dry * runs_dry
+    if micro_f:
+        # gradient accumulation: the paper's step runs more micro-batches than the dry run's
+        micro = (count_from_parameters(micro_f, paper_params, where + ".micro_batches (paper)")
+                 / max(1, count_from_parameters(micro_f, dry_params,
+                                                where + ".micro_batches (dry run)")))
+        flops *= micro
+        report["per_step"]["flops"] = flops
+        report["per_step"]["note"] += f"; × {micro:g} micro-batches per step ({micro_f})"
     mfu = float(spec.get("mfu", DEFAULT_MFU))
     estimate = h100_estimate(flops_per_step=flops, steps=paper_steps,
                              parameters=largest["parameters"],
                              activation_bytes=largest["activation_bytes"], mfu=mfu)
     report["paper"] = {
-        "steps_formula": {"steps": steps_f, "runs": runs_f},
-        "steps": paper_steps, "dry_run_steps_by_formula": formula_dry,
+        "steps_formula": {"steps": steps_f, "runs": runs_f or runs_note},
+        "steps_per_run": per_run_paper, "runs": runs_paper, "steps": paper_steps, "dry_run_steps_by_formula": formula_dry,
         "steps_formula_matches_dry_run": formula_dry == dry_steps,
     }
     report["h100"] = estimate

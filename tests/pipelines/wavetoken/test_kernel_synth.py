@@ -233,3 +233,11 @@ def test_generate_series_retries_and_empty():
         generate_series(1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="length"):
         sample_kernelsynth(2, 1, np.random.default_rng(0))
+
+
+def test_worker_processes_draw_the_same_series():
+    serial = sample_kernelsynth(130, 96, np.random.default_rng(3))
+    parallel = sample_kernelsynth(130, 96, np.random.default_rng(3), n_jobs=2)
+    np.testing.assert_array_equal(parallel, serial)
+    with pytest.raises(ValueError, match="n_jobs must be >= 0"):
+        sample_kernelsynth(4, 96, np.random.default_rng(3), n_jobs=-1)

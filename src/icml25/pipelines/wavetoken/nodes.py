@@ -70,7 +70,8 @@ def generate_kernelsynth(params: dict[str, Any]) -> pd.DataFrame:
     from icml25.pipelines.wavetoken.kernel_synth import sample_kernelsynth
     p = _params(params)
     ks = p.kernelsynth
-    values = sample_kernelsynth(ks.n_train + ks.n_test, ks.length, np.random.default_rng(ks.seed))
+    values = sample_kernelsynth(ks.n_train + ks.n_test, ks.length, np.random.default_rng(ks.seed),
+                                n_jobs=ks.n_jobs)
     return series_to_frame({"train": values[: ks.n_train], "test": values[ks.n_train:]})
 
 

@@ -68,6 +68,8 @@ class KernelSynthParams(ParamsModel):
     n_test: int = Field(gt=0)
     length: int = Field(ge=64)
     seed: int = Field(ge=0)
+    #: worker processes drawing the series (0: one per CPU core); the series do not depend on it
+    n_jobs: int = Field(default=1, ge=0)
 
 
 class TSMixupParams(ParamsModel):
