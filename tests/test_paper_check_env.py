@@ -52,3 +52,20 @@ def test_a_room_without_a_dry_run_config_is_refused(tmp_path):
     with pytest.raises(PreflightError, match=r"frugal has no CPU dry run yet.*"
                                              r"parameters_frugal\.yml does not exist"):
         check_cpu_dry_run("paper_check", tmp_path, {"frugal": {"device": "cpu"}})
+
+
+@pytest.mark.parametrize("room", COVERED)
+def test_every_covered_room_validates_and_keeps_a_step_formula(room):
+    from icml25.core.paper_check import count_from_parameters
+    from icml25.core.params import validate_parameters
+    from icml25.pipeline_registry import parameter_models
+
+    params = _loader("paper_check")["parameters"]
+    paper = _loader("paper")["parameters"]
+    validate_parameters(parameter_models()[room], params[room], room)
+    spec = params["paper_check"][room]
+    for key in ("steps", "batch"):
+        assert count_from_parameters(spec[key], params[room], room) >= 1
+        # the dry run cuts counts, never above the paper's
+        assert (count_from_parameters(spec[key], params[room], room)
+                <= count_from_parameters(spec[key], paper[room], room))

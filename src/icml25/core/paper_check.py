@@ -21,7 +21,7 @@ steps of one training run) and ``runs`` (training runs: seeds, variants). Each f
 integer, a dotted parameter key (a number is its value, a bool 0 or 1, a list or mapping its
 length), a list of factors that are added, ``{product: [...]}``, ``{ceil_div: [a, b]}``
 (⌈a/b⌉, batches of an epoch)
-or ``{first: [key, ..., default]}`` (the first key whose value is not null). The same product on the dry run's own parameters must equal the steps
+or ``{first: [key, ..., default]}`` (the first key set and not null). The same product on the dry run's own parameters must equal the steps
 the recorder counted (``steps_formula_matches_dry_run``), which checks the formula.
 """
 
@@ -202,6 +202,13 @@ def _lookup(tree: Mapping[str, Any], dotted: str, where: str) -> Any:
     return node
 
 
+def _get(tree: Mapping[str, Any], dotted: str) -> Any:
+    try:
+        return _lookup(tree, dotted, "")
+    except KeyError:
+        return None
+
+
 def count_from_parameters(factors: list[Any], tree: Mapping[str, Any], where: str) -> int:
     """Π of ``factors`` over ``tree``: an int is itself, a dotted key its value (a list's or a
     mapping's length), a list of factors their sum."""
@@ -232,8 +239,8 @@ def _factor(factor: Any, tree: Mapping[str, Any], where: str) -> float:
         if op == "product" and isinstance(items, list):
             return math.prod(_factor(item, tree, where) for item in items)
         if op == "first" and isinstance(items, list) and items:
-            for item in items:
-                if not isinstance(item, str) or _lookup(tree, item, where) is not None:
+            for item in items:  # a key the config does not set is null (its model's default)
+                if not isinstance(item, str) or _get(tree, item) is not None:
                     return _factor(item, tree, where)
             raise ValueError(f"{where}: every entry of first: {items} is null")
     if isinstance(factor, str):
