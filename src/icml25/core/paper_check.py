@@ -456,11 +456,19 @@ class PaperCheckHook:
             logger.warning("paper_check: %d rooms ran in one session; each report lists the "
                            "models of all of them", len(self._rooms))
         for room in self._rooms:
-            report = paper_report(room, models, (dry.get("paper_check") or {}).get(room),
-                                  paper.get(room, {}), dry.get(room, {}),
-                                  wall_seconds=wall, peak_rss_bytes=peak_rss_bytes(),
-                                  layers=layers, unmeasured=recorder.unmeasured,
-                                  node_seconds=self._node_seconds)
+            spec = (dry.get("paper_check") or {}).get(room)
+            kwargs = {"wall_seconds": wall, "peak_rss_bytes": peak_rss_bytes(),
+                      "layers": layers, "unmeasured": recorder.unmeasured,
+                      "node_seconds": self._node_seconds}
+            try:
+                report = paper_report(room, models, spec, paper.get(room, {}),
+                                      dry.get(room, {}), **kwargs)
+            except (KeyError, TypeError, ValueError) as exc:
+                # a wrong step formula must not lose what the dry run measured: report it
+                logger.error("paper_check.%s: %s", room, exc)
+                report = paper_report(room, models, None, paper.get(room, {}),
+                                      dry.get(room, {}), **kwargs)
+                report["paper"] = {"error": f"paper_check.{room}: {exc}"}
             out = root / "08_reporting" / room / REPORT_NAME
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
