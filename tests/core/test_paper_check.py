@@ -123,3 +123,27 @@ def test_product_of_a_fraction():
     assert count_from_parameters([{"ceil_div": [{"product": [5000, "frac"]}, "batch"]}], tree,
                                  "w") == 25
     assert count_from_parameters([{"product": [5000, "frac"]}], tree, "w") == 200
+
+
+def test_a_step_under_cpu_autocast_is_measured_under_it():
+    class Checked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(64, 64)
+
+        def forward(self, x):
+            if float(x.abs().max()) > 1e6:  # forces the CPU measurement
+                raise ValueError("too large")
+            return self.lin(x)
+
+    model = Checked()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingStepRecorder() as recorder:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(8, 64)).float().square().mean()
+        loss.backward()
+        opt.step()
+    (entry,) = recorder.models.values()
+    assert entry["dtype"] == "bfloat16" and "bfloat16 autocast" in entry["method"]
+    # the Linear saves its bf16 input copy (8×64×2 bytes): half of what float32 would save
+    assert entry["activation_bytes"] == 8 * 64 * 2

@@ -58,7 +58,7 @@ class TrainingStepRecorder:
         self.batch = batch
         self.models: dict[str, dict[str, Any]] = {}
         self.unmeasured: list[str] = []
-        self._calls: list[tuple[Any, tuple, dict]] = []
+        self._calls: list[tuple[Any, tuple, dict, Any]] = []
         self._depth = 0
         self._measuring = False
         self._optimizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -97,7 +97,9 @@ class TrainingStepRecorder:
             return
         if not any(p.requires_grad for p in module.parameters()):
             return
-        self._calls.append((weakref.ref(module), tuple(args), dict(kwargs)))
+        torch = self._torch
+        amp = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+        self._calls.append((weakref.ref(module), tuple(args), dict(kwargs), amp))
         del self._calls[:-self.max_calls]
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -111,11 +113,16 @@ class TrainingStepRecorder:
             self.models[key]["dry_run_steps"] += 1
         self._calls = []
 
-    def _measure_call(self, module: Any, args: tuple, kwargs: dict) -> Any:
+    def _measure_call(self, module: Any, args: tuple, kwargs: dict, amp: Any = None) -> Any:
+        """One recorded call's cost; ``amp``: the CPU autocast dtype it ran under (bf16 for a
+        config with ``amp: true``), used where the step is measured on the CPU."""
         from dataclasses import replace
+        from functools import partial
 
-        from icml25.core.training_cost import map_tensors, measure_training_step
+        from icml25.core.training_cost import map_tensors
+        from icml25.core.training_cost import measure_training_step as measure
 
+        measure_training_step = partial(measure, autocast_dtype=amp)
         if self.batch is None or self.batch[0] == self.batch[1]:
             return measure_training_step(module, args, kwargs)
         dry, paper = self.batch
@@ -155,7 +162,7 @@ class TrainingStepRecorder:
         from icml25.core.training_cost import StepCost, count_parameters
 
         owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
-        calls = [(module, args, kwargs) for ref, args, kwargs in self._calls
+        calls = [(module, args, kwargs, amp) for ref, args, kwargs, amp in self._calls
                  if (module := ref()) is not None
                  and any(id(p) in owned for p in module.parameters())]
         optimizer_name = type(optimizer).__name__
@@ -165,13 +172,14 @@ class TrainingStepRecorder:
             return f"unmeasured:{optimizer_name}"
         self._measuring = True
         try:
-            costs = [self._measure_call(module, args, kwargs) for module, args, kwargs in calls]
+            costs = [self._measure_call(module, args, kwargs, amp)
+                     for module, args, kwargs, amp in calls]
         except Exception as exc:  # reported, never fatal: the dry run itself still ran
             self.unmeasured.append(f"{type(calls[0][0]).__name__}: {type(exc).__name__}: {exc}")
             return f"unmeasured:{type(calls[0][0]).__name__}"
         finally:
             self._measuring = False
-        modules = {id(m): m for m, _a, _k in calls}
+        modules = {id(m): m for m, _a, _k, _amp in calls}
         params = sum(count_parameters(m)[0] for m in modules.values())
         trainable = sum(p.numel() for p in {id(p): p for group in optimizer.param_groups
                                              for p in group["params"]}.values())

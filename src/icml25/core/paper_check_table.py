@@ -52,18 +52,19 @@ def collect(project: Path, data_root: str = "data/paper_check") -> list[str]:
     return copied
 
 
-def _row(room: str, report: dict[str, Any] | None) -> str:
+def _row(room: str, report: dict[str, Any] | None, configured: bool = False) -> str:
     if report is None:
-        return (f"| {room} | not yet covered: no `conf/paper_check/parameters_{room}.yml` "
-                "| | | | | | | |")
+        why = ("`conf/paper_check/parameters_{room}.yml` exists; no dry run recorded yet"
+               if configured else f"not yet covered: no `conf/paper_check/parameters_{room}.yml`")
+        return f"| {room} | {why.format(room=room)} | | | | | | | |"
     step = report.get("per_step") or {}
     dry = report["dry_run"]
     h100 = report.get("h100") or {}
     paper = report.get("paper") or {}
     method = step.get("method", "")
-    how = ("measured, meta" if method.startswith("measured") and "meta" in method
-           else "measured, CPU" if method.startswith("measured")
-           else "computed" if method else "—")
+    how = ("computed" if method.startswith("computed")
+           else "measured, meta" if "FlopCounterMode on the meta device" in method
+           else "measured, CPU" if method else "—")
     formula = ("" if "steps_formula_matches_dry_run" not in paper
                else " ✓" if paper["steps_formula_matches_dry_run"] else " ✗")
     fits = "" if not h100 else ("" if h100["fits_memory"] else " (does not fit)")
@@ -75,7 +76,8 @@ def _row(room: str, report: dict[str, Any] | None) -> str:
             f"{_si(h100.get('memory_bytes'), 'B') + fits if h100 else '—'} |")
 
 
-def render_table(rooms: list[str], reports: dict[str, dict[str, Any]]) -> str:
+def render_table(rooms: list[str], reports: dict[str, dict[str, Any]],
+                 configured: set[str] | None = None) -> str:
     """The markdown between the markers: the table, then each room's arithmetic and any
     generator that would take over an hour on one core at the paper's counts."""
     lines = [
@@ -83,7 +85,7 @@ def render_table(rooms: list[str], reports: dict[str, dict[str, Any]]) -> str:
         "| dry-run peak RSS | paper steps (formula ✓ = matches the dry run) | H100 time "
         "| H100 memory |",
         "|---|---|---|---|---|---|---|---|---|",
-        *(_row(room, reports.get(room)) for room in rooms),
+        *(_row(room, reports.get(room), room in (configured or set())) for room in rooms),
         "",
     ]
     for room in rooms:
@@ -133,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     reports = {room: json.loads((project / "results" / room / REPORT).read_text())
                for room in rooms if (project / "results" / room / REPORT).is_file()}
     doc = project / "docs" / "scale.md"
-    new = update_doc(doc, render_table(rooms, reports))
+    configured = {room for room in rooms
+                  if (project / "conf" / "paper_check" / f"parameters_{room}.yml").is_file()}
+    new = update_doc(doc, render_table(rooms, reports, configured))
     if args.check:
         if new != doc.read_text(encoding="utf8"):
             print(f"{doc}: the paper-check table is stale; run "

@@ -198,8 +198,11 @@ def measure_training_step(module: nn.Module, args: Sequence[Any] = (),
     cpu_args = map_tensors(args, lambda t: t.detach())
     cpu_kwargs = map_tensors(kwargs, lambda t: t.detach())
     flops = _run_step(module, copies, cpu_args, cpu_kwargs, autocast_dtype)
+    under = f", under {str(autocast_dtype).removeprefix('torch.')} autocast" if autocast_dtype else ""
     return StepCost(total, trainable, flops[0], flops[1], flops[2],
-                    f"measured: FlopCounterMode on the CPU ({errors[0][:160]})", dtype, shapes)
+                    f"measured: FlopCounterMode on the CPU{under} ({errors[0][:160]})",
+                    str(autocast_dtype).removeprefix("torch.") if autocast_dtype else dtype,
+                    shapes)
 
 
 def _human(value: float, unit: str) -> str:
