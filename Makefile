@@ -7,7 +7,7 @@ PIPELINE ?= wavetoken
 ENV    ?=
 ENV_FLAG := $(if $(ENV),--env=$(ENV),)
 
-.PHONY: system-packages screenshots install run test test-full lint bench viz mlflow tables docs paper-check
+.PHONY: system-packages screenshots install run test test-full lint bench viz mlflow tables docs paper-check paper-check-test
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { PYTHON=$(PYTHON) bash scripts/system_packages.sh venv && $(PYTHON) -m venv $(VENV); }
@@ -28,7 +28,7 @@ system-packages:  ## the Debian packages the tests need (chromium, espeak-ng, fl
 	@bash scripts/system_packages.sh test
 
 test: system-packages install lint  ## the suite (benchmarks and the whole-project run excluded)
-	$(BIN)/pytest tests --ignore=tests/benchmarks -m "not whole_project"
+	$(BIN)/pytest tests --ignore=tests/benchmarks -m "not whole_project and not paper_check"
 
 test-full: system-packages install lint  ## the suite plus `kedro run` of every paper in one session (+4 min)
 	$(BIN)/pytest tests --ignore=tests/benchmarks
@@ -48,6 +48,9 @@ paper-check: install  ## CPU dry run of each covered paper config (docs/scale.md
 	  OMP_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \
 	done
 	$(BIN)/python -m icml25.core.paper_check_table
+
+paper-check-test: install  ## the fastest covered paper's dry run as a test (~2 min; in test-full)
+	$(BIN)/pytest tests/test_paper_check_run.py
 
 tables: install  ## regenerate README's results tables from results/<name>/claims.json
 	$(BIN)/python -m icml25.pipelines.report.results_tables

@@ -17,6 +17,12 @@ DATA_LAYERS = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "paper_check: the CPU dry run of a paper config end to end (minutes): "
+                   "`make test-full` and `make paper-check-test`, not `make test`")
+
+
 @pytest.fixture(scope="module")
 def one_thread() -> Iterator[None]:
     """torch on one thread for a test module, restored afterwards: the tiny models of the tests

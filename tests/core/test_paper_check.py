@@ -147,3 +147,17 @@ def test_a_step_under_cpu_autocast_is_measured_under_it():
     assert entry["dtype"] == "bfloat16" and "bfloat16 autocast" in entry["method"]
     # the Linear saves its bf16 input copy (8×64×2 bytes): half of what float32 would save
     assert entry["activation_bytes"] == 8 * 64 * 2
+
+
+def test_a_network_called_whole_and_layer_by_layer_counts_its_parameters_once():
+    model = nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingStepRecorder() as recorder:
+        x = torch.randn(4, 6)
+        whole = model(x).square().mean()
+        layered = model[2](model[1](model[0](x))).square().mean()  # as bound propagation does
+        (whole + layered).backward()
+        opt.step()
+    (entry,) = recorder.models.values()
+    assert entry["parameters"] == 6 * 10 + 10 + 10 * 3 + 3 and entry["calls_per_step"] == 3
+    assert entry["forward_flops"] == 2 * 2 * 4 * (6 * 10 + 10 * 3)

@@ -50,7 +50,7 @@ REPORT_NAME = "paper_check.json"
 class TrainingStepRecorder:
     """Counts optimizer steps and measures each optimizer's first step (a context manager)."""
 
-    def __init__(self, max_calls: int = 64, batch: tuple[int, int] | None = None) -> None:
+    def __init__(self, max_calls: int = 4096, batch: tuple[int, int] | None = None) -> None:
         """``batch=(dry, paper)``: measure each step at the paper's batch size, on ``meta``, by
         giving every input tensor whose first dimension is the dry run's batch size the paper's
         (the dry run itself trains on its cut batch)."""
@@ -159,7 +159,7 @@ class TrainingStepRecorder:
                         f"{paper} failed: {str(exc)[:100]})"))
 
     def _measure(self, optimizer: Any) -> str:
-        from icml25.core.training_cost import StepCost, count_parameters
+        from icml25.core.training_cost import StepCost
 
         owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
         calls = [(module, args, kwargs, amp) for ref, args, kwargs, amp in self._calls
@@ -180,7 +180,10 @@ class TrainingStepRecorder:
         finally:
             self._measuring = False
         modules = {id(m): m for m, _a, _k, _amp in calls}
-        params = sum(count_parameters(m)[0] for m in modules.values())
+        # a network called whole in one pass and layer by layer in another (interval bound
+        # propagation) holds each parameter once
+        params = sum(p.numel() for p in {id(p): p for m in modules.values()
+                                           for p in m.parameters()}.values())
         trainable = sum(p.numel() for p in {id(p): p for group in optimizer.param_groups
                                              for p in group["params"]}.values())
         cost = StepCost(
