@@ -49,7 +49,7 @@ paper-check: install  ## CPU dry run of each covered paper config (docs/scale.md
 	done
 	$(BIN)/python -m icml25.core.paper_check_table
 
-paper-check-test: install  ## the fastest covered paper's dry run as a test (~2 min; in test-full)
+paper-check-test: install  ## wavetoken's dry run as a test (2-7 min; also in test-full)
 	$(BIN)/pytest tests/test_paper_check_run.py
 
 tables: install  ## regenerate README's results tables from results/<name>/claims.json

@@ -1,7 +1,7 @@
 """The CPU dry run of a paper config end to end (docs/scale.md): the fastest covered paper runs
 through a real KedroSession on conf/paper_check, writes its outputs and its paper_check.json, and
 logs the paper_check metrics to its own MLflow store. ``make paper-check`` runs every covered
-paper. The fastest covered paper's dry run took about two minutes on the project's 2-core
+paper. The fastest covered paper's dry run took two minutes or more on the project's 2-core
 machine (docs/scale.md's table), over the minute a test of `make test` may take: it is marked
 ``paper_check`` and runs in `make test-full` and `make paper-check-test`."""
 
