@@ -63,8 +63,10 @@ def test_every_covered_room_validates_and_keeps_a_step_formula(room):
     params = _loader("paper_check")["parameters"]
     paper = _loader("paper")["parameters"]
     validate_parameters(parameter_models()[room], params[room], room)
-    spec = params["paper_check"][room]
+    spec = (params.get("paper_check") or {}).get(room) or {}  # none: a room with no training
     for key in ("steps", "batch"):
+        if key not in spec:
+            continue
         assert count_from_parameters(spec[key], params[room], room) >= 1
         # the dry run cuts counts, never above the paper's
         assert (count_from_parameters(spec[key], params[room], room)
