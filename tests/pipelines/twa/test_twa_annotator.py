@@ -132,3 +132,15 @@ def test_corrupted_references_get_valid_annotations(lex):
         errors = annotate(hyp, ref, lex)
         assert (hyp == ref) == (errors == [])  # two edits can cancel (a swap undone)
         validate_annotation("corrupted", len(hyp), [e.to_list() for e in errors])
+
+
+def test_a_paper_scale_lexicon_is_drawn_with_longer_words_where_needed():
+    # 2161 source lemmas: more than the 1872 words of 2-3 syllables (the draw used to never end)
+    from icml25.pipelines.twa.toy_language import make_lexicon as make
+
+    sizes = {"N": 1200, "ADJ": 400, "V": 400, "ADV": 150, "P": 8, "CONJ": 3}
+    lex = make(sizes, 1.1, 0)
+    words = [w for p in lex.src for w in lex.src[p]]
+    assert len(words) == len(set(words)) == sum(sizes.values())
+    targets = [lex.tgt[p][w] for p in lex.src for w in lex.src[p]]
+    assert len(set(targets)) == len(targets) and not set(targets) & set(words)

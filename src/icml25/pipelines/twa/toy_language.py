@@ -93,9 +93,18 @@ class Lexicon:
 
 def _words(rng: np.random.Generator, syllables: tuple[str, ...], n: int, taken: set[str],
            min_syl: int = 2) -> list[str]:
+    # Words of min_syl or min_syl + 1 syllables, unless the lexicon needs more distinct words
+    # than that makes (12 syllables: 12² + 12³ = 1872, fewer than the paper-scale lexicon's
+    # 2161): then one syllable more, until there are twice as many as needed. Without it the
+    # draw never ended (found by the CPU dry run of conf/paper, docs/scale.md); lexicons that fit
+    # draw exactly as before.
+    n_syl = len(set(syllables))
+    max_syl = min_syl + 1
+    while sum(n_syl ** k for k in range(min_syl, max_syl + 1)) < 2 * (n + len(taken)):
+        max_syl += 1
     out = []
     while len(out) < n:
-        k = int(rng.integers(min_syl, min_syl + 2))
+        k = int(rng.integers(min_syl, max_syl + 1))
         w = "".join(syllables[i] for i in rng.integers(0, len(syllables), size=k))
         if w not in taken:
             taken.add(w)
