@@ -50,10 +50,12 @@ REPORT_NAME = "paper_check.json"
 class TrainingStepRecorder:
     """Counts optimizer steps and measures each optimizer's first step (a context manager)."""
 
-    def __init__(self, max_calls: int = 4096, batch: tuple[int, int] | None = None) -> None:
+    def __init__(self, max_calls: int = 256, batch: tuple[int, int] | None = None) -> None:
         """``batch=(dry, paper)``: measure each step at the paper's batch size, on ``meta``, by
         giving every input tensor whose first dimension is the dry run's batch size the paper's
         (the dry run itself trains on its cut batch)."""
+        # the recorded calls keep their inputs alive until the next optimizer step: bounded, so
+        # that forwards with gradients on and no step (decoding, selection) cannot grow memory
         self.max_calls = max_calls
         self.batch = batch
         self.models: dict[str, dict[str, Any]] = {}
