@@ -127,7 +127,7 @@ def test_project_settings_import_neither_mlflow_nor_kedro_mlflow_until_hooks_are
     assert result["registered"] == [
         "RunInfoHook", "PipelineExperimentHook", "ParameterValidationHook", "DistributedRankHook",
         "DaskConfigHook", "MlflowParamsOnceHook", "ConfigCheckHook", "OutputFolderCheckHook",
-        "CredentialsCheckHook"]
+        "DryRunCheckHook", "CredentialsCheckHook", "PaperCheckHook"]
     assert result["mlflow_hooks"] == ["MlflowParamsOnceHook"]
     assert result["same_class"] and result["same_instances"]
 

@@ -35,6 +35,8 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from icml25.core.config_loader import is_cpu_dry_run
+
 __all__ = [
     "PREFLIGHT_HOOKS",
     "ConfigCheckHook",
@@ -292,11 +294,7 @@ class DryRunCheckHook:
     def after_context_created(self, context: Any) -> None:
         self._env = None
         loader = context.config_loader
-        try:
-            dry_run = bool(loader["globals"].get("cpu_dry_run", False))
-        except Exception:
-            return
-        if dry_run and getattr(loader, "conf_source", None) is not None:
+        if is_cpu_dry_run(loader) and getattr(loader, "conf_source", None) is not None:
             self._env = context.env or loader.default_run_env
             self._conf_source = Path(loader.conf_source)
             self._project_path = Path(context.project_path)

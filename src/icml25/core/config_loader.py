@@ -291,3 +291,12 @@ class ProjectConfigLoader(OmegaConfigLoader):
         if value is None or isinstance(value, bool | float):
             raise _Fallback("a None, bool or float global inside a string")
         return str(value)
+
+
+def is_cpu_dry_run(loader: Any) -> bool:
+    """Whether ``loader``'s environment is a CPU dry run (``cpu_dry_run: true`` in its globals,
+    as ``conf/paper_check``); False when its globals cannot be read (Kedro reports that itself)."""
+    try:
+        return bool(loader["globals"].get("cpu_dry_run", False))
+    except Exception:
+        return False

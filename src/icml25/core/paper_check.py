@@ -40,6 +40,8 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from icml25.core.config_loader import is_cpu_dry_run
+
 __all__ = ["PAPER_CHECK_HOOKS", "PaperCheckHook", "TrainingStepRecorder", "count_from_parameters", "paper_report"]
 
 logger = logging.getLogger(__name__)
@@ -394,11 +396,7 @@ class PaperCheckHook:
     def after_context_created(self, context: Any) -> None:
         self._loader = None
         loader = context.config_loader
-        try:
-            dry_run = bool(loader["globals"].get("cpu_dry_run", False))
-        except Exception:
-            return
-        if dry_run:
+        if is_cpu_dry_run(loader):
             self._loader = loader
             self._project_path = Path(context.project_path)
 
