@@ -181,11 +181,17 @@ class ProjectConfigLoader(OmegaConfigLoader):
         return self._layered(key, chain)
 
     def environments(self) -> list[str]:
-        """The environments layered for this run, lowest first (base first)."""
-        run_env = self.env or self.default_run_env
-        if self._protocol != "file":
-            return [self.base_env] if run_env == self.base_env else [self.base_env, run_env]
-        return environment_chain(self.conf_source, self.base_env, run_env)
+        """The environments layered for this run, lowest first (base first); read from the
+        globals files once per loader (every key's lookup asks for it)."""
+        chain = self.__dict__.get("_environment_chain")
+        if chain is None:
+            run_env = self.env or self.default_run_env
+            if self._protocol != "file":
+                chain = [self.base_env] if run_env == self.base_env else [self.base_env, run_env]
+            else:
+                chain = environment_chain(self.conf_source, self.base_env, run_env)
+            self.__dict__["_environment_chain"] = chain
+        return list(chain)
 
     # ------------------------------------------------------------- OmegaConf's path, layered
     def _layered(self, key: str, chain: list[str]) -> dict[str, Any]:
