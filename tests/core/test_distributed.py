@@ -48,11 +48,12 @@ WORKER = textwrap.dedent(
     from icml25.core.training import TrainLoopConfig, train
 
     out, steps, stop_after = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    micro = int(sys.argv[4])
     ctx = init_distributed()
     model = job.make_model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     config = TrainLoopConfig(steps=steps, log_every=2, checkpoint_every=3,
-                             checkpoint_dir=out / "ckpt", progress=False)
+                             checkpoint_dir=out / "ckpt", progress=False, micro_batches=micro)
     logged = []
     result = train(model, opt, job.batch_fn, job.loss_fn, config, dist_ctx=ctx,
                    log_fn=lambda step, m: logged.append(step),
@@ -78,14 +79,15 @@ def _job_module(tmp_path: Path):
         sys.path.remove(str(tmp_path))
 
 
-def _torchrun(tmp_path: Path, nproc: int, steps: int, stop_after: str = "none") -> None:
+def _torchrun(tmp_path: Path, nproc: int, steps: int, stop_after: str = "none",
+              micro: int = 1) -> None:
     torchrun = Path(sys.executable).with_name("torchrun")
     if not torchrun.exists():
         torchrun = shutil.which("torchrun")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [str(torchrun), "--standalone", f"--nproc_per_node={nproc}", str(tmp_path / "worker.py"),
-         str(tmp_path), str(steps), stop_after],
+         str(tmp_path), str(steps), stop_after, str(micro)],
         env=env, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -146,3 +148,17 @@ def test_two_gloo_processes_match_single_process_and_resume_across_world_size(tm
     assert result.resumed_from == 3
     for name, value in expected.items():
         torch.testing.assert_close(model.state_dict()[name], value, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_with_micro_batches_match_the_whole_batch(tmp_path):
+    # each rank's 4 rows in 2 parts of 2 (gradients synchronised once, at the last part)
+    job = _job_module(tmp_path)
+    expected, history = _single(job, steps=4)
+    _torchrun(tmp_path, nproc=2, steps=4, micro=2)
+    for r in (0, 1):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for name, value in expected.items():
+            torch.testing.assert_close(got["state"][name], value, atol=1e-6, rtol=1e-5)
+    for got, want in zip(torch.load(tmp_path / "rank0.pt")["history"], history, strict=True):
+        assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-5)

@@ -161,3 +161,33 @@ def test_a_network_called_whole_and_layer_by_layer_counts_its_parameters_once():
     (entry,) = recorder.models.values()
     assert entry["parameters"] == 6 * 10 + 10 + 10 * 3 + 3 and entry["calls_per_step"] == 3
     assert entry["forward_flops"] == 2 * 2 * 4 * (6 * 10 + 10 * 3)
+
+
+def test_micro_batched_steps_scale_flops_and_keep_one_micro_batch_of_activations():
+    # the shared loop with gradient accumulation: batch 8 in 2 micro-batches of 4, measured at
+    # the paper's micro-batch of 32; the paper's step is 8 micro-batches (batch 256)
+    from icml25.core.training import TrainLoopConfig, train
+
+    model = nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingStepRecorder(batch=(4, 32)) as recorder:
+        train(model, opt, lambda step: torch.randn(8, 6), lambda m, x: m(x).square().mean(),
+              TrainLoopConfig(steps=2, progress=False, micro_batches=2))
+    (entry,) = recorder.models.values()
+    assert entry["calls_per_step"] == 2 and entry["dry_run_steps"] == 2
+    one_call = 2 * 32 * (6 * 10 + 10 * 3)
+    assert entry["forward_flops"] == 2 * one_call
+    entry["flops"] = entry["forward_flops"] + entry["backward_flops"]
+    spec = {"steps": ["train.steps"], "micro_batches": ["train.micro_batches"],
+            "batch": [{"ceil_div": ["train.batch_size", "train.micro_batches"]}]}
+    paper = {"train": {"steps": 100, "batch_size": 256, "micro_batches": 8}}
+    dry = {"train": {"steps": 2, "batch_size": 8, "micro_batches": 2}}
+    report = paper_report("room", [entry], spec, paper, dry, wall_seconds=1.0,
+                          peak_rss_bytes=1, layers=[], unmeasured=[])
+    assert report["per_step"]["flops"] == pytest.approx(entry["flops"] * 4)   # 8 of 32 each
+    assert report["per_step"]["flops"] == pytest.approx(
+        2 * 256 * (6 * 10 + 10 * 3) + 2 * 256 * (6 * 10 + 10 * 3) + 2 * 256 * 10 * 3)
+    assert report["per_step"]["activation_bytes"] == entry["activation_bytes"] / 2
+    assert report["h100"]["memory_bytes"] == pytest.approx(
+        entry["parameters"] * 16 + entry["activation_bytes"] / 2)
+    assert report["paper"]["steps_formula_matches_dry_run"] is True

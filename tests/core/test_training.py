@@ -143,3 +143,88 @@ def test_amp_on_the_cpu_runs_the_forward_in_bfloat16():
     context, _ = _autocast(torch.device("cpu"), False)
     with context:
         assert torch.nn.Linear(4, 3)(torch.randn(2, 4)).dtype == torch.float32
+
+
+def _no_dropout_setup():
+    seed_everything(0)
+    model = nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+@pytest.mark.parametrize("micro", [2, 4, 32])
+def test_micro_batches_train_the_same_weights_as_the_whole_batch(micro):
+    whole, opt = _no_dropout_setup()
+    ref = train(whole, opt, _batch_fn, _loss, TrainLoopConfig(steps=5, log_every=1,
+                                                              progress=False))
+    model, opt = _no_dropout_setup()
+    seen = []
+
+    def loss(m, batch):
+        seen.append(batch[0].shape[0])
+        return _loss(m, batch)
+
+    res = train(model, opt, _batch_fn, loss,
+                TrainLoopConfig(steps=5, log_every=1, progress=False, micro_batches=micro))
+    assert seen == [32 // micro] * (5 * micro)        # each forward saw one part only
+    for name, tensor in _weights(model).items():
+        torch.testing.assert_close(tensor, _weights(whole)[name], atol=1e-6, rtol=1e-5)
+    for got, want in zip(res.history, ref.history, strict=True):
+        assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-5)
+
+
+def _token_batch(step: int):
+    # a mean over tokens with ignored positions: the parts hold different numbers of tokens
+    g = torch.Generator().manual_seed(step)
+    x = torch.randn(8, 6, 3, generator=g)
+    y = x.sum(-1)
+    mask = torch.ones(8, 6, dtype=torch.bool)
+    mask[:4, 2:] = False                                 # the first half keeps 2 of 6 tokens
+    return x, y, mask
+
+
+def _token_loss(model, batch):
+    x, y, mask = batch
+    return ((model(x).squeeze(-1) - y) ** 2)[mask].mean()
+
+
+def test_micro_batch_weight_makes_a_token_mean_exact():
+    def run(**kw):
+        seed_everything(0)
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        train(model, opt, _token_batch, _token_loss,
+              TrainLoopConfig(steps=3, progress=False, grad_clip=None, **kw))
+        return _weights(model)
+
+    whole = run()
+    tokens = run(micro_batches=2, micro_batch_weight=lambda b: float(b[2].sum()))
+    examples = run(micro_batches=2)
+    for name in whole:
+        torch.testing.assert_close(tokens[name], whole[name], atol=1e-6, rtol=1e-5)
+    # weighing the parts by examples is a different loss here (16 tokens against 48)
+    assert max(float((examples[n] - whole[n]).abs().max()) for n in whole) > 1e-3
+
+
+def test_micro_batches_that_do_not_divide_the_batch_are_refused():
+    model, opt = _no_dropout_setup()
+    before = _weights(model)
+    with pytest.raises(ValueError, match="micro_batches: 3 does not divide the batch of 32"):
+        train(model, opt, _batch_fn, _loss,
+              TrainLoopConfig(steps=2, progress=False, micro_batches=3))
+    with pytest.raises(ValueError, match="share one first dimension"):
+        train(model, opt, lambda s: (torch.zeros(4, 5), torch.zeros(2)), _loss,
+              TrainLoopConfig(steps=2, progress=False, micro_batches=2))
+    assert all(torch.equal(v, before[k]) for k, v in _weights(model).items())
+    with pytest.raises(ValueError, match="micro_batches: got 0"):
+        TrainLoopConfig(steps=2, micro_batches=0)
+
+
+def test_split_batch_cuts_nested_batches_and_shares_other_leaves():
+    from icml25.core.training import split_batch
+
+    x = torch.arange(6)
+    parts = split_batch({"x": x, "pair": (x * 2, [x * 3]), "name": "a"}, 3)
+    assert [p["x"].tolist() for p in parts] == [[0, 1], [2, 3], [4, 5]]
+    assert parts[1]["pair"][0].tolist() == [4, 6] and parts[2]["pair"][1][0].tolist() == [12, 15]
+    assert all(p["name"] == "a" for p in parts)
+    assert split_batch(x, 1)[0] is x

@@ -327,18 +327,26 @@ def paper_report(room: str, models: list[dict[str, Any]], spec: Mapping[str, Any
         runs_note = f"Π {runs_f}"
     paper_steps = per_run_paper * runs_paper
     formula_dry = per_run_dry * runs_dry
+    activation_bytes = largest["activation_bytes"]
     if micro_f:
-        # gradient accumulation: the paper's step runs more micro-batches than the dry run's
-        micro = (count_from_parameters(micro_f, paper_params, where + ".micro_batches (paper)")
-                 / max(1, count_from_parameters(micro_f, dry_params,
-                                                where + ".micro_batches (dry run)")))
+        # gradient accumulation: the paper's step runs more micro-batches than the dry run's,
+        # and each micro-batch's backward frees its graph before the next forward, so the
+        # step's peak holds one micro-batch's saved tensors (the recorder summed the dry run's)
+        dry_micro = max(1, count_from_parameters(micro_f, dry_params,
+                                                 where + ".micro_batches (dry run)"))
+        micro = count_from_parameters(micro_f, paper_params,
+                                      where + ".micro_batches (paper)") / dry_micro
         flops *= micro
+        activation_bytes = round(activation_bytes / dry_micro)
         report["per_step"]["flops"] = flops
-        report["per_step"]["note"] += f"; × {micro:g} micro-batches per step ({micro_f})"
+        report["per_step"]["activation_bytes"] = activation_bytes
+        report["per_step"]["note"] += (f"; × {micro:g} micro-batches per step ({micro_f}); "
+                                       f"activations: one micro-batch's (the dry run's "
+                                       f"{dry_micro} summed ÷ {dry_micro})")
     mfu = float(spec.get("mfu", DEFAULT_MFU))
     estimate = h100_estimate(flops_per_step=flops, steps=paper_steps,
                              parameters=largest["parameters"],
-                             activation_bytes=largest["activation_bytes"], mfu=mfu)
+                             activation_bytes=activation_bytes, mfu=mfu)
     report["paper"] = {
         "steps_formula": {"steps": steps_f, "runs": runs_f or runs_note},
         "steps_per_run": per_run_paper, "runs": runs_paper, "steps": paper_steps, "dry_run_steps_by_formula": formula_dry,

@@ -66,6 +66,14 @@ class TrainLoopConfig:
         resume: continue from ``checkpoint_dir/checkpoint.pt`` if it exists.
         progress: show a tqdm bar.
         desc: the bar's label.
+        micro_batches: gradient accumulation: each step's batch (each rank's shard under
+            ``torchrun``) is split along its first dimension into this many equal parts, each
+            forward and backward on its own, so only one part's activations are alive at a
+            time; the gradient is that of the whole batch's loss (see ``micro_batch_weight``).
+        micro_batch_weight: ``part -> weight`` of a part's loss in the step's loss; the
+            default weighs each part by its number of examples, exact for a loss that is a
+            mean over examples. A loss that is a mean over tokens with some ignored passes
+            the count of its counted tokens, so the accumulated loss equals the whole batch's.
     """
 
     steps: int
@@ -79,10 +87,14 @@ class TrainLoopConfig:
     resume: bool = True
     progress: bool = True
     desc: str = "train"
+    micro_batches: int = 1
+    micro_batch_weight: Callable[[Any], float] | None = None
 
     def __post_init__(self) -> None:
         if self.steps < 1:
             raise ValueError(f"steps: got {self.steps}; expected a positive integer")
+        if self.micro_batches < 1:
+            raise ValueError(f"micro_batches: got {self.micro_batches}; expected >= 1")
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: got {getattr(self, name)}; expected >= 0")
@@ -143,6 +155,56 @@ def _state(
         "best_model": best_state,
         "evals_since_best": evals_since_best,
     }
+
+
+def split_batch(batch: Any, parts: int) -> list[Any]:
+    """``batch`` cut into ``parts`` equal micro-batches along the first dimension of every
+    tensor in it (tensors, or tuples, lists and dicts of them; other leaves are shared)."""
+    if parts == 1:
+        return [batch]
+    sizes: set[int] = set()
+
+    def collect(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            sizes.add(int(x.shape[0]) if x.dim() else -1)
+        elif isinstance(x, (tuple, list)):
+            for v in x:
+                collect(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                collect(v)
+
+    collect(batch)
+    if len(sizes) != 1 or -1 in sizes:
+        raise ValueError(f"micro_batches: the batch's tensors must share one first dimension to "
+                         f"be split, got first dimensions {sorted(sizes)}")
+    size = sizes.pop()
+    if size % parts:
+        raise ValueError(f"micro_batches: {parts} does not divide the batch of {size} examples"
+                         " (per process under torchrun)")
+    step = size // parts
+
+    def take(x: Any, i: int) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x[i * step:(i + 1) * step]
+        if isinstance(x, tuple):
+            return tuple(take(v, i) for v in x)
+        if isinstance(x, list):
+            return [take(v, i) for v in x]
+        if isinstance(x, dict):
+            return {k: take(v, i) for k, v in x.items()}
+        return x
+
+    return [take(batch, i) for i in range(parts)]
+
+
+def _examples(part: Any) -> float:
+    """The first dimension of a micro-batch's first tensor (its number of examples)."""
+    if isinstance(part, torch.Tensor):
+        return float(part.shape[0])
+    values = part.values() if isinstance(part, dict) else part
+    return next(_examples(v) for v in values
+                if isinstance(v, (torch.Tensor, tuple, list, dict)))
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -238,19 +300,37 @@ def train(
                 break
             batch = batch_fn(step)
             optimizer.zero_grad(set_to_none=True)
-            with autocast:
-                loss = ddp(shard(batch, ctx)) if ddp is not None else loss_fn(model, batch)
-            loss_value = all_reduce_mean(float(loss.detach()), ctx)  # every rank sees the same
-            if not math.isfinite(loss_value):
+            parts = split_batch(shard(batch, ctx) if ddp is not None else batch,
+                                config.micro_batches)
+            weights = ([float((config.micro_batch_weight or _examples)(p)) for p in parts]
+                       if len(parts) > 1 else [1.0])
+            total = sum(weights)
+            if not total > 0:
+                raise ValueError(f"{config.desc}: micro-batch weights {weights} at step "
+                                 f"{step + 1} sum to {total}; nothing to learn from")
+            local_loss = 0.0
+            for i, (part, weight) in enumerate(zip(parts, weights, strict=True)):
+                # DDP averages the gradients over ranks once, at the last part's backward
+                sync = ddp.no_sync() if ddp is not None and i < len(parts) - 1 else nullcontext()
+                with sync:
+                    with autocast:
+                        loss = ddp(part) if ddp is not None else loss_fn(model, part)
+                    part_loss = float(loss.detach())
+                    if len(parts) > 1:
+                        loss = loss * (weight / total)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                    else:
+                        loss.backward()
+                local_loss += part_loss * weight / total
+            loss_value = all_reduce_mean(local_loss, ctx)  # every rank sees the same
+            if not math.isfinite(loss_value):  # checked before the weights change, on all ranks
                 raise FloatingPointError(
                     f"{config.desc}: loss is {loss_value} at step {step + 1}; "
                     "lower the learning rate or check the data for NaN/inf"
                 )
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
-            else:
-                loss.backward()
             if config.grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             if scaler is not None:

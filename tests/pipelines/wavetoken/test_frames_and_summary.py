@@ -152,6 +152,9 @@ def test_parameter_model_rejects_bad_trees():
     both = {**tree, "data": {**tree["data"], "zero_shot": ["taylor"]}}
     with pytest.raises(ParameterError, match="both in_domain and zero_shot"):
         validate_parameters(WavetokenParams, both, "wavetoken")
+    uneven = {**tree, "train": {**tree["train"], "batch_size": 30, "micro_batches": 4}}
+    with pytest.raises(ParameterError, match="micro_batches 4 does not divide batch_size 30"):
+        validate_parameters(WavetokenParams, uneven, "wavetoken")
     no_normaliser = {**tree, "baselines": {"models": ["naive"]}}
     with pytest.raises(ParameterError, match="seasonal_naive is required"):
         validate_parameters(WavetokenParams, no_normaliser, "wavetoken")

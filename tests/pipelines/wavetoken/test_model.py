@@ -309,3 +309,29 @@ def test_bad_inputs_raise():
         model.generate(ids, mask, n_tokens=2, top_p=0.0)
     with pytest.raises(ValueError, match="temperature"):
         model.generate(ids, mask, n_tokens=2, temperature=0.0)
+
+
+def test_micro_batches_weighted_by_labelled_tokens_give_the_whole_batch_gradient():
+    # rows with different numbers of ignored labels: the token mean over the whole batch is
+    # the labelled_tokens-weighted mean of the micro-batches' token means
+    from icml25.core.training import split_batch
+    from icml25.pipelines.wavetoken.pretraining import labelled_tokens
+
+    torch.manual_seed(0)
+    model = Seq2SeqForecaster(tiny_config())
+    ids, mask = make_inputs(batch=4)
+    labels = torch.randint(2, 40, (4, 6))
+    labels[0, 2:] = IGNORE_INDEX
+    labels[3, 5:] = IGNORE_INDEX
+    batch = (ids, mask, labels)
+    model.zero_grad()
+    model.loss(*batch).backward()
+    whole = {n: p.grad.clone() for n, p in model.named_parameters()}
+    parts = split_batch(batch, 2)
+    weights = [labelled_tokens(part) for part in parts]
+    assert weights == [8.0, 11.0]
+    model.zero_grad()
+    for part, w in zip(parts, weights, strict=True):
+        (model.loss(*part) * (w / sum(weights))).backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, whole[n], atol=1e-6, rtol=1e-5)

@@ -145,6 +145,16 @@ class TrainParams(ParamsModel):
     log_every: int = Field(default=20, gt=0)
     checkpoint_every: int = Field(default=0, ge=0)
     checkpoint_dir: str = "data/06_models/wavetoken/checkpoints"
+    # gradient accumulation: each step's batch in this many equal parts, one forward and
+    # backward each (activations of one part alive at a time); the same step as the whole batch
+    micro_batches: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _micro_batches_divide_the_batch(self) -> TrainParams:
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"micro_batches {self.micro_batches} does not divide batch_size "
+                             f"{self.batch_size}")
+        return self
 
 
 class SamplingParams(ParamsModel):

@@ -25,7 +25,7 @@ from icml25.core.distributed import barrier, init_distributed
 from icml25.core.training import TrainLoopConfig, TrainResult, train
 from icml25.pipelines.wavetoken.bin_tokenizer import MeanScaleUniformBins
 from icml25.pipelines.wavetoken.hf_t5 import build_model
-from icml25.pipelines.wavetoken.model import Seq2SeqConfig
+from icml25.pipelines.wavetoken.model import IGNORE_INDEX, Seq2SeqConfig
 from icml25.pipelines.wavetoken.params import ModelParams, TokenizerParams, TrainParams
 from icml25.pipelines.wavetoken.tokenizer import ForecastTokenizer
 from icml25.pipelines.wavetoken.wavelet_tokenizer import WaveletTokenizer
@@ -96,6 +96,12 @@ def make_batch_fn(
     return batch_fn
 
 
+def labelled_tokens(batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
+    """The tokens a micro-batch's loss averages over (labels not ignored): its weight in the
+    step's loss, so that accumulated micro-batches give the whole batch's token mean."""
+    return float((batch[2] != IGNORE_INDEX).sum())
+
+
 def run_key(payload: dict[str, Any]) -> str:
     """Short hash of everything that defines a training run (names its checkpoint folder)."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:10]
@@ -139,6 +145,7 @@ def pretrain(
         amp=train_params.amp, log_every=train_params.log_every,
         checkpoint_every=train_params.checkpoint_every if checkpoint_dir else 0,
         checkpoint_dir=checkpoint_dir, progress=progress, desc=desc,
+        micro_batches=train_params.micro_batches, micro_batch_weight=labelled_tokens,
     )
     result = train(model, optimizer, batch_fn, lambda m, b: m.loss(*b), loop,
                    scheduler=scheduler, log_fn=log_fn, device=device, dist_ctx=dist_ctx)
