@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from icml25.pipelines.sortformer.nodes import _featurise, _featurise_in_processes
 from icml25.pipelines.sortformer.simulator import SimConfig, simulate_split
@@ -32,3 +33,17 @@ def test_featurising_in_processes_equals_one_process():
         assert f1.dtype == f2.dtype == np.float32
         assert np.array_equal(f1, f2) and np.array_equal(l1, l2)
     assert not all(np.array_equal(serial[0][0], f) for f, _ in serial[1:])  # distinct sessions
+
+
+def test_float16_features_give_float32_batches_of_their_values():
+    from icml25.pipelines.sortformer.diarizer_training import collate
+    from icml25.pipelines.sortformer.params import SortformerParams
+    rng = np.random.default_rng(1)
+    feats = [rng.normal(-5, 3, (n, 16)).astype(np.float32) for n in (40, 33)]
+    labels = [np.zeros((n // 8, 4), np.float32) for n in (40, 33)]
+    half = [f.astype(np.float16) for f in feats]
+    x, _, _ = collate(half, labels)
+    assert x.dtype == torch.float32
+    assert torch.equal(x[0], torch.from_numpy(half[0].astype(np.float32)))
+    assert float((x[0] - torch.from_numpy(feats[0])).abs().max()) < 0.01  # fp16 at |v| < 16
+    assert SortformerParams.model_fields["features_dtype"].default == "float32"

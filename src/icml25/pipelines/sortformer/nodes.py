@@ -133,7 +133,8 @@ def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: 
 
 def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: dict[str, Any]
                      ) -> dict[str, dict[str, list]]:
-    """Render every session and compute its log-mel and 80 ms labels (kept in memory)."""
+    """Render every session and compute its log-mel (stored as ``features_dtype``) and 80 ms
+    labels (kept in memory)."""
     from icml25.pipelines.sortformer.features import log_mel
     from icml25.pipelines.sortformer.simulator import probe_clip
     p = _params(params)
@@ -150,7 +151,7 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
             desc="sortformer: render + features", disable=not p.progress, mininterval=2):
         d = out.setdefault(split, {"names": [], "feats": [], "labels": []})
         d["names"].append(name)
-        d["feats"].append(feats)
+        d["feats"].append(feats.astype(p.features_dtype, copy=False))
         d["labels"].append(labels)
     sim = p.sim
     n_frames = round(sim.duration_s / p.frame_s)
@@ -161,7 +162,7 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
                           int(rng.integers(2**31)))
         d = out["train"]
         d["names"].append(f"train_empty_{i:04d}")
-        d["feats"].append(log_mel(clip, p.model.n_mels))
+        d["feats"].append(log_mel(clip, p.model.n_mels).astype(p.features_dtype, copy=False))
         d["labels"].append(np.zeros((n_frames, p.max_speakers), np.float32))
     return out
 
@@ -193,7 +194,7 @@ def _featurise_in_processes(sessions: list[pd.DataFrame], audio: dict[str, np.nd
                             spec: tuple[int, int, float], n_jobs: int):
     """:func:`_featurise` of every session, in order, by ``n_jobs`` worker processes (``0``:
     one per CPU core): the same arrays as one process, as each depends on its rows alone. The
-    paper config's ~40,000 sessions of 90 s take about 1.5 hours on one core (docs/scale.md)."""
+    paper config's ~40,000 sessions of 90 s take 1.3 to 2.3 hours on one core (docs/scale.md)."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
