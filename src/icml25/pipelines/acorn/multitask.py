@@ -33,7 +33,7 @@ CLASSIFICATION = ("los", "multipath")
 class TaskData:
     """One task's clips and targets on one split."""
 
-    audio: torch.Tensor  # (n, C, N) float32
+    audio: torch.Tensor  # (n, C, N) float32 (float16 for a training split)
     target: np.ndarray  # float labels (class index for classification)
     source: np.ndarray  # source token per item
 
@@ -184,13 +184,23 @@ def predict(model: AcornModel, data: dict[str, TaskData], stats: dict[str, tuple
 
 @torch.no_grad()
 def validation_loss(model: AcornModel, data: dict[str, TaskData],
-                    stats: dict[str, tuple[float, float]], device="cpu") -> float:
-    """Mean over tasks of the task loss on the validation split."""
+                    stats: dict[str, tuple[float, float]], device="cpu",
+                    batch_size: int = 128) -> float:
+    """Mean over tasks of the task loss on the validation split. Each task's loss is a mean
+    over items (every term of :func:`task_loss` is), so it is computed in batches of
+    ``batch_size`` and averaged with the batches' sizes as weights: the paper config's 1000
+    validation clips of a task in one forward would hold every layer's attention of all of
+    them at once."""
     losses = []
     for task, d in data.items():
-        src = torch.as_tensor(d.source, dtype=torch.long, device=device)
-        losses.append(float(task_loss(model, task, d.audio.to(device),
-                                      torch.as_tensor(d.target), src, stats)))
+        n = len(d.target)
+        parts = []
+        for i in range(0, n, batch_size):
+            src = torch.as_tensor(d.source[i:i + batch_size], dtype=torch.long, device=device)
+            loss = task_loss(model, task, d.audio[i:i + batch_size].float().to(device),
+                             torch.as_tensor(d.target[i:i + batch_size]), src, stats)
+            parts.append((float(loss), len(src)))
+        losses.append(parts[0][0] if len(parts) == 1 else sum(v * k for v, k in parts) / n)
     return float(np.mean(losses))
 
 
@@ -221,7 +231,8 @@ def train_model(cfg: EncoderConfig, train_data: dict[str, TaskData],
     def batch_fn(step: int):
         task, idx = schedule[step]
         d = train_data[task]
-        audio, target, source = d.audio[idx], d.target[idx], d.source[idx]
+        # float32 per batch: the training split may stay float16 (nodes._task_data)
+        audio, target, source = d.audio[idx].float(), d.target[idx], d.source[idx]
         if augment:
             audio = augment_batch(audio, np.random.default_rng([seed, step]))
         if physics is not None:

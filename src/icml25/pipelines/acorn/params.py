@@ -67,6 +67,8 @@ class DataParams(ParamsModel):
     #: every test Doppler scene also rendered with the opposite speed (symmetry metrics)
     doppler_mirror: bool = True
     seed: int = Field(ge=0)
+    #: processes that render the clips (0: one per CPU core); the clips do not depend on it
+    n_jobs: int = Field(default=1, ge=0)
 
     @field_validator("snr_db", "t60", "weak_t60", "strong_t60")
     @classmethod

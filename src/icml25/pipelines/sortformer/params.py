@@ -77,6 +77,9 @@ class SimParams(ParamsModel):
     #: share of the >= 2-speaker training sessions also trained with their first two speakers'
     #: first turns exchanged (arrival-order augmentation)
     swap_augment: float = Field(default=0.0, ge=0, le=1)
+    #: processes that render and featurise the sessions (0: one per CPU core); the features
+    #: do not depend on it
+    n_jobs: int = Field(default=1, ge=0)
     #: which neighbouring arrivals the twins exchange: k swaps the first turns of the k-th and
     #: (k+1)-th speakers to arrive (0-based); a session gets one twin per k it has speakers for
     swap_pairs: list[int] = Field(default_factory=lambda: [0], min_length=1)
@@ -228,6 +231,9 @@ class SortformerParams(ParamsModel):
     progress: bool = True
     max_speakers: int = Field(default=4, ge=1, le=6)
     frame_s: float = Field(default=0.08, gt=0)
+    #: storage of the sessions' log-mel features in memory (compute_features); batches are
+    #: float32 either way. float16 halves the paper config's ~110 GB of training features
+    features_dtype: Literal["float32", "float16"] = "float32"
     speakers: SpeakerParams
     sim: SimParams
     model: ModelParams
