@@ -103,3 +103,17 @@ def test_a_bad_length_is_refused_before_training(kedro_project):
     with pytest.raises(ValueError, match="epochs must be at least 4"):
         ls.main(["--out", str(out), "run", "--epochs", "8", "2", "--seeds", "0", "--env", "test"])
     assert not out.exists()
+
+
+def test_the_docs_page_shows_the_committed_study():
+    # docs/papers/ctbench.md's tables are the report of results/ctbench/length_study.json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    data = ls.load(root / ls.DEFAULT_OUT)
+    assert data["cells"], "results/ctbench/length_study.json has no cells"
+    page = (root / ls.DOCS).read_text()
+    assert ls.render_docs(page, data) == page, (
+        "docs/papers/ctbench.md is stale: python -m icml25.pipelines.ctbench.length_study docs")
+    with pytest.raises(ValueError, match="no <!-- length-study -->"):
+        ls.render_docs("no block here", data)

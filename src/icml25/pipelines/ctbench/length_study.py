@@ -17,6 +17,7 @@ longer does not help it.
     python -m icml25.pipelines.ctbench.length_study run --epochs 240 --seeds 1 2
     python -m icml25.pipelines.ctbench.length_study import data/08_reporting/ctbench/metrics.json
     python -m icml25.pipelines.ctbench.length_study report
+    python -m icml25.pipelines.ctbench.length_study docs   # the tables in docs/papers/ctbench.md
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -157,6 +159,11 @@ def convergence(cells: Iterable[Mapping[str, Any]],
     return out
 
 
+def _pm(mean: float, std: float, sign: str = "") -> str:
+    """``mean ± std``; one seed has no spread."""
+    return f"{mean:{sign}.1f}" + ("" if math.isnan(std) else f" ± {std:.1f}")
+
+
 def report(data: Mapping[str, Any]) -> str:
     """Markdown: mean ± std per method and length, then the rule's verdict per doubling."""
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
@@ -166,16 +173,27 @@ def report(data: Mapping[str, Any]) -> str:
     for (method, epochs), cs in sorted(groups.items()):
         cert, nat = [c["cert"] for c in cs], [c["nat"] for c in cs]
         seeds = ", ".join(str(c["seed"]) for c in sorted(cs, key=lambda c: c["seed"]))
-        lines.append(f"| {method} | {epochs} | {seeds} | {_mean(cert):.1f} ± {_std(cert):.1f} "
-                     f"| {_mean(nat):.1f} ± {_std(nat):.1f} |")
+        lines.append(f"| {method} | {epochs} | {seeds} | {_pm(_mean(cert), _std(cert))} "
+                     f"| {_pm(_mean(nat), _std(nat))} |")
     tol = float(data.get("tolerance", TOLERANCE))
     lines += ["", f"| method | L -> 2L | seeds | gain in certified % (mean ± std) | "
                   f"converged (< {tol:g}) |", "|---|---|---|---|---|"]
     for r in convergence(data["cells"], tol):
         lines.append(f"| {r['method']} | {r['epochs']} -> {r['doubled']} | "
-                     f"{', '.join(map(str, r['seeds']))} | {r['gain']:+.1f} ± {r['gain_std']:.1f} "
+                     f"{', '.join(map(str, r['seeds']))} | {_pm(r['gain'], r['gain_std'], '+')} "
                      f"| {'yes' if r['converged'] else 'no'} |")
     return "\n".join(lines)
+
+
+DOCS = Path("docs/papers/ctbench.md")
+BLOCK = re.compile(r"(<!-- length-study -->\n)(?:.*?\n)?(<!-- /length-study -->)", re.S)
+
+
+def render_docs(text: str, data: Mapping[str, Any]) -> str:
+    """``text`` with its ``<!-- length-study -->`` block replaced by :func:`report`."""
+    if not BLOCK.search(text):
+        raise ValueError("no <!-- length-study --> ... <!-- /length-study --> block")
+    return BLOCK.sub(lambda m: m.group(1) + report(data) + "\n" + m.group(2), text)
 
 
 def _project_params(env: str | None) -> dict[str, Any]:
@@ -205,11 +223,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("metrics", type=Path, help="data/08_reporting/ctbench/metrics.json")
     imp.add_argument("--env", default=None)
     sub.add_parser("report", help="print the tables")
+    docs = sub.add_parser("docs", help="write the tables into the docs page's block")
+    docs.add_argument("--page", type=Path, default=DOCS)
     args = ap.parse_args(argv)
 
     data = load(args.out)
     if args.cmd == "report":
         print(report(data))
+        return 0
+    if args.cmd == "docs":
+        args.page.write_text(render_docs(args.page.read_text(), data))
+        print(f"{args.page}: length-study tables written")
         return 0
     if args.cmd == "run":
         for e in args.epochs:
