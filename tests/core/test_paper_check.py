@@ -96,6 +96,15 @@ def test_the_report_checks_its_formula_against_the_dry_run():
     assert report["paper"]["steps_formula_matches_dry_run"] is False
 
 
+def test_the_report_lists_each_unmeasured_problem_once_with_its_count():
+    problems = ["LBFGS: no forward call", "Net: meta failed", "LBFGS: no forward call",
+                "LBFGS: no forward call"]
+    report = paper_report("room", [], None, {}, {}, wall_seconds=1.0, peak_rss_bytes=1,
+                          layers=[], unmeasured=problems)
+    assert report["unmeasured"] == ["LBFGS: no forward call (× 3)", "Net: meta failed"]
+    assert problems[2] == "LBFGS: no forward call"  # the recorder's own list is left as it was
+
+
 def test_generator_throughput_extrapolates_linearly():
     out = generator_throughput("room", {"make": ["n"]}, {"n": 36_000}, {"n": 10},
                                {"room.make": 2.0})

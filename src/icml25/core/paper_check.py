@@ -34,6 +34,7 @@ import resource
 import sys
 import time
 import weakref
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,10 @@ def paper_report(room: str, models: list[dict[str, Any]], spec: Mapping[str, Any
     from icml25.core.training_cost import DEFAULT_MFU, h100_estimate, steps_weighted_mean
 
     dry_steps = sum(m["dry_run_steps"] for m in models)
+    # one line per distinct problem: a room that builds a new optimizer per path or per round
+    # (sgd_hitting's gMAM makes an LBFGS for each) repeats the same one many times
+    repeats = Counter(unmeasured)
+    unmeasured = [text if n == 1 else f"{text} (× {n})" for text, n in repeats.items()]
     report: dict[str, Any] = {
         "room": room, "layers": layers,
         "dry_run": {"wall_seconds": round(wall_seconds, 2), "peak_rss_bytes": peak_rss_bytes,

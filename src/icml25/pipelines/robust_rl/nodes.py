@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -93,17 +96,53 @@ def sample_models(models: dict[str, dict], params: dict[str, Any]) -> dict[str, 
 
 
 # -------------------------------------------------------------------------------- methods
+def _cell_workers(n_workers: int, cells: int) -> int:
+    """Processes for ``cells`` independent (environment, set) cells: ``n_workers`` (0: one per
+    CPU core), at most one per cell, and 1 inside a daemonic process (a Dask worker, say), which
+    may not start children."""
+    workers = min(n_workers or os.cpu_count() or 1, cells)
+    if workers > 1 and multiprocessing.current_process().daemon:
+        logger.warning("robust_rl.tabular.n_workers=%d ignored: this node runs in a daemonic "
+                       "process (a Dask worker?), which cannot start worker processes; running "
+                       "the cells in this process", n_workers)
+        return 1
+    return max(workers, 1)
+
+
+def _map_cells(func, jobs: list[tuple], n_workers: int) -> list:
+    """``[func(*job) for job in jobs]`` in job order, in ``n_workers`` forked processes when more
+    than one (each cell draws from generators seeded by its own seed, stream and N, so the
+    result does not depend on the number of processes)."""
+    workers = _cell_workers(n_workers, len(jobs))
+    if workers == 1:
+        return [func(*job) for job in jobs]
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(func, *zip(*jobs, strict=True)))
+
+
+def _plan_cell(entry: dict, uset: UncertaintySet, empirical: dict, cfg: ts.StudyConfig,
+               stream: int, progress: bool) -> list[dict]:
+    return ts.plan_policies(_mdp(entry), uset, empirical, cfg, stream=stream, progress=progress)
+
+
+def _evaluate_cell(entry: dict, uset: UncertaintySet, truth: dict, rows: list[dict],
+                   n_sampled_kernels: int, tol: float, stream: int,
+                   progress: bool) -> list[dict]:
+    return ts.evaluate_policies(_mdp(entry), uset, truth, rows,
+                                n_sampled_kernels=n_sampled_kernels, tol=tol, stream=stream,
+                                progress=progress)
+
+
 def plan_policies(models: dict[str, dict], empirical: dict[str, dict],
                   params: dict[str, Any]) -> pd.DataFrame:
-    """The reduction (DRVI at gamma = 1 - eps/H) and every tabular baseline on every P_hat."""
+    """The reduction (DRVI at gamma = 1 - eps/H) and every tabular baseline on every P_hat, one
+    (environment, set) cell per job (``tabular.n_workers`` processes)."""
     p = _params(params)
     cfg = _study_config(p)
-    rows = []
-    for i, (name, entry) in enumerate(models.items()):
-        mdp = _mdp(entry)
-        for uset in _sets(p):
-            rows += ts.plan_policies(mdp, uset, empirical[name], cfg, stream=i,
-                                     progress=p.progress)
+    jobs = [(entry, uset, empirical[name], cfg, i, p.progress and p.tabular.n_workers == 1)
+            for i, (name, entry) in enumerate(models.items()) for uset in _sets(p)]
+    rows = [row for cell in _map_cells(_plan_cell, jobs, p.tabular.n_workers) for row in cell]
     frame = pd.DataFrame(rows)
     frame["env"] = frame["env"].astype(str)
     return frame
@@ -111,19 +150,21 @@ def plan_policies(models: dict[str, dict], empirical: dict[str, dict],
 
 def evaluate_policies(policies: pd.DataFrame, models: dict[str, dict], truth: dict[str, Any],
                       params: dict[str, Any]) -> pd.DataFrame:
-    """Exact robust gains on the set centred at the TRUE kernel and the gaps ``g* - g^pi``."""
+    """Exact robust gains on the set centred at the TRUE kernel and the gaps ``g* - g^pi``, one
+    (environment, set) cell per job (``tabular.n_workers`` processes)."""
     p = _params(params)
     if policies.empty:
         raise ValueError("robust_rl: no policies to evaluate (empty policy table)")
-    out = []
+    jobs = []
     for i, (name, entry) in enumerate(models.items()):
-        mdp = _mdp(entry)
         for uset in _sets(p):
             sub = policies[(policies["env"] == name) & (policies["set"] == uset.label)]
             rows = [{**r, "policy": list(r["policy"])} for r in sub.to_dict("records")]
-            out += ts.evaluate_policies(mdp, uset, truth[name][uset.label], rows,
-                                        n_sampled_kernels=p.tabular.n_sampled_kernels,
-                                        tol=p.tabular.rrvi_tol, stream=i, progress=p.progress)
+            jobs.append((entry, uset, truth[name][uset.label], rows,
+                         p.tabular.n_sampled_kernels, p.tabular.rrvi_tol, i,
+                         p.progress and p.tabular.n_workers == 1))
+    out = [row for cell in _map_cells(_evaluate_cell, jobs, p.tabular.n_workers)
+           for row in cell]
     gaps = pd.DataFrame(out).drop(columns=["policy"])
     bad = gaps[~np.isfinite(gaps["gap"])]
     if len(bad):

@@ -87,6 +87,9 @@ class TabularParams(ParamsModel):
     q_step_power: float = Field(default=0.7, gt=0.5, le=1.0)
     n_sampled_kernels: int = Field(default=20, ge=0)
     slope_floor: float = Field(default=1e-4, gt=0)
+    # worker processes over the (environment, set) cells of planning and evaluation; 0: one per
+    # CPU core. The cells are independent and seeded on their own: the tables do not depend on it
+    n_workers: int = Field(default=1, ge=0)
 
     _eps = field_validator("eps")(classmethod(lambda cls, v: _check_eps(v)))
     _H = field_validator("H")(classmethod(lambda cls, v: _check_span(v)))
