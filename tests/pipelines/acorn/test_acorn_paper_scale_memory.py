@@ -115,14 +115,9 @@ def test_doppler_scenes_of_default_clips_are_drawn_as_before():
 
 
 # ---------------------------------------------------------------- rendering at paper counts
-def test_rendering_in_worker_processes_and_float16_gives_the_same_clips():
+def test_rendering_in_worker_processes_and_float16_gives_the_same_clips(noise_scenes):
     from icml25.pipelines.acorn import scenes
-    from icml25.pipelines.acorn.sources import synthetic_source
-    rng = np.random.default_rng(5)
-    sources = [synthetic_source("noise", 8000, rng) for _ in range(3)]
-    index = pd.DataFrame({"split": ["train"] * 3})
-    meta = scenes.sample_split({t: 14 for t in ("los", "multipath", "doppler", "doa", "range")},
-                               "train", scenes.SceneConfig(), index, 1)
+    meta, sources = noise_scenes(14)
     serial = scenes.render_split(meta, sources, 800)
     parallel = scenes.render_split(meta, sources, 800, n_jobs=2)  # 70 rows: 2 processes
     assert serial.dtype == parallel.dtype == np.float32

@@ -9,7 +9,7 @@ import pytest
 from icml25.pipelines.acorn import channels as ch
 from icml25.pipelines.acorn import dsp_baselines as dsp
 from icml25.pipelines.acorn import scenes
-from icml25.pipelines.acorn.sources import TONAL_CATALOGUE, synthetic_source
+from icml25.pipelines.acorn.sources import TONAL_CATALOGUE
 
 FS, C = ch.FS, ch.SPEED_OF_SOUND
 
@@ -163,12 +163,8 @@ def test_doppler_fft_peak_estimates_shift():
                                                              abs=0.1)
 
 
-def test_rendering_is_deterministic_and_finite():
-    rng = np.random.default_rng(5)
-    sources = [synthetic_source("noise", 8000, rng) for _ in range(3)]
-    index = pd.DataFrame({"split": ["train"] * 3})
-    meta = scenes.sample_split({t: 2 for t in ("los", "multipath", "doppler", "doa", "range")},
-                               "train", scenes.SceneConfig(), index, 1)
+def test_rendering_is_deterministic_and_finite(noise_scenes):
+    meta, sources = noise_scenes(2)
     a = scenes.render_split(meta, sources, 2000)
     b = scenes.render_split(meta, sources, 2000)
     assert a.shape == (10, 2, 2000) and np.all(np.isfinite(a))

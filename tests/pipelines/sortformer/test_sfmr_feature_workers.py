@@ -4,7 +4,6 @@ as one process, in the same order (docs/scale.md)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import torch
 
 from icml25.pipelines.sortformer.nodes import _featurise, _featurise_in_processes
@@ -13,17 +12,10 @@ from icml25.pipelines.sortformer.simulator import SimConfig, simulate_split
 SPEAKERS = list("abcd")
 
 
-def test_featurising_in_processes_equals_one_process():
-    rng = np.random.default_rng(0)
-    rows, audio = [], {}
-    for s in SPEAKERS:
-        for i in range(4):
-            n = int(rng.uniform(0.6, 1.2) * 16000)
-            rows.append({"utterance": f"{s}_{i}", "speaker": s, "kind": "sentence",
-                         "n_samples": n})
-            audio[f"{s}_{i}"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
+def test_featurising_in_processes_equals_one_process(noise_bank):
+    utterances, audio = noise_bank(SPEAKERS, 4, (0.6, 1.2))
     cfg = SimConfig(duration_s=3.0)
-    sessions = simulate_split(pd.DataFrame(rows), SPEAKERS, 16, cfg, seed=3, split="train")
+    sessions = simulate_split(utterances, SPEAKERS, 16, cfg, seed=3, split="train")
     groups = [g for _, g in sessions.groupby("session", sort=True)]
     spec = (16, 4, 0.08)
     serial = [_featurise(g, audio, *spec) for g in groups]

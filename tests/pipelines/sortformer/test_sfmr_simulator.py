@@ -26,17 +26,9 @@ SPEAKERS = list("abcdefgh")
 
 
 @pytest.fixture(scope="module")
-def fake_bank() -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def fake_bank(noise_bank) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Sentence 'utterances' of 1.1-2.4 s (noise bursts): the simulator needs only lengths."""
-    rng = np.random.default_rng(0)
-    rows, audio = [], {}
-    for s in SPEAKERS:
-        for i in range(8):
-            n = int(rng.uniform(1.1, 2.4) * 16000)
-            rows.append({"utterance": f"{s}_{i}", "speaker": s, "kind": "sentence",
-                         "n_samples": n})
-            audio[f"{s}_{i}"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
-    return pd.DataFrame(rows), audio
+    return noise_bank(SPEAKERS, 8, (1.1, 2.4))
 
 
 def test_measured_overlap_and_silence_are_near_targets(fake_bank):
