@@ -49,19 +49,23 @@ def test_the_recorder_measures_at_the_paper_batch():
     assert "paper's batch 256" in entry["method"]
 
 
+class _Checked(nn.Module):
+    """A linear layer whose forward checks its input: data-dependent, so no meta kernel can
+    answer it and the step is measured on the CPU."""
+
+    def __init__(self, n_in: int, n_out: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        if float(x.abs().max()) > 1e6:
+            raise ValueError("too large")
+        return self.lin(x)
+
+
 def test_a_module_that_cannot_run_on_meta_is_scaled_from_the_dry_batch():
-    class Checked(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(6, 3)
-
-        def forward(self, x):
-            if float(x.abs().max()) > 1e6:  # data-dependent: no meta kernel can answer it
-                raise ValueError("too large")
-            return self.lin(x)
-
     with TrainingStepRecorder(batch=(4, 256)) as recorder:
-        _train(1, batch=4, model=Checked())
+        _train(1, batch=4, model=_Checked(6, 3))
     (entry,) = recorder.models.values()
     assert entry["forward_flops"] == 2 * 256 * 6 * 3
     assert entry["method"].startswith("computed:") and "× 256/4" in entry["method"]
@@ -135,17 +139,7 @@ def test_product_of_a_fraction():
 
 
 def test_a_step_under_cpu_autocast_is_measured_under_it():
-    class Checked(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(64, 64)
-
-        def forward(self, x):
-            if float(x.abs().max()) > 1e6:  # forces the CPU measurement
-                raise ValueError("too large")
-            return self.lin(x)
-
-    model = Checked()
+    model = _Checked(64, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with TrainingStepRecorder() as recorder:
         with torch.autocast("cpu", dtype=torch.bfloat16):

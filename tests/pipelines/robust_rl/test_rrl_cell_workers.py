@@ -46,12 +46,6 @@ def test_planning_and_evaluation_do_not_depend_on_the_number_of_workers(params):
         nodes.evaluate_policies(serial, models, truth, _with_workers(params, 3)), gaps)
 
 
-def test_cell_workers_are_capped_by_the_cells_and_zero_means_every_core():
-    assert nodes._cell_workers(8, 3) == 3
-    assert nodes._cell_workers(1, 40) == 1
-    assert nodes._cell_workers(0, 10_000) >= 1
-
-
 def test_a_negative_worker_count_is_refused_with_its_key(params):
     with pytest.raises(ParameterError, match=r"robust_rl\.tabular\.n_workers"):
         nodes._params(_with_workers(params, -1))

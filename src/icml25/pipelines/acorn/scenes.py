@@ -368,37 +368,27 @@ def render_split(meta: pd.DataFrame, sources: list[np.ndarray], clip_n: int,
     ``n_jobs`` worker processes (``0``: one per CPU core) render chunks of rows; as each clip
     depends only on its row (:func:`render_item`), the array is the same for every ``n_jobs``.
     At the paper's 223,000 clips of 4 s one core needs hours (docs/scale.md)."""
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-    from itertools import pairwise
-
     from tqdm.auto import tqdm
+
+    from icml25.core.workers import chunks, process_map, resolve_workers
 
     if len(meta) == 0:
         raise ValueError(f"{desc}: empty metadata table")
-    if n_jobs < 0:
-        raise ValueError(f"n_jobs must be >= 0 (0 = one per CPU core), got {n_jobs}")
+    workers = resolve_workers(n_jobs, len(meta), min_items=32)  # at least 32 clips each
     out = np.zeros((len(meta), 2, clip_n), dtype=dtype)
-    workers = (os.cpu_count() or 1) if n_jobs == 0 else n_jobs
-    workers = max(1, min(workers, len(meta) // 32))  # chunks of at least 32 clips
     if workers == 1:
         for i, row in enumerate(tqdm(meta.itertuples(), total=len(meta), desc=desc,
                                      disable=not progress, leave=False)):
             out[i] = render_item(row, sources, clip_n)
         return out
-    bounds = np.linspace(0, len(meta), workers * 8 + 1).astype(int)
-    chunks = [meta.iloc[a:b] for a, b in pairwise(bounds) if b > a]
-    context = multiprocessing.get_context("spawn")  # no fork of a process holding torch threads
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=_set_worker_sources, initargs=(sources,)) as pool:
-        start = 0
-        for part in tqdm(pool.map(_render_chunk, chunks, [clip_n] * len(chunks),
-                                  [dtype] * len(chunks)),
-                         total=len(chunks), desc=f"{desc} ({workers} processes)",
-                         disable=not progress, leave=False):
-            out[start:start + len(part)] = part
-            start += len(part)
+    jobs = [(rows, clip_n, dtype) for rows in chunks(meta, workers)]
+    start = 0
+    for part in tqdm(process_map(_render_chunk, jobs, workers, initializer=_set_worker_sources,
+                                 initargs=(sources,)),
+                     total=len(jobs), desc=f"{desc} ({workers} processes)",
+                     disable=not progress, leave=False):
+        out[start:start + len(part)] = part
+        start += len(part)
     return out
 
 

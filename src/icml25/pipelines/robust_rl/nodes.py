@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -20,6 +17,7 @@ from icml25.core.lazy_import import lazy_module
 from icml25.core.mdp import TabularMDP
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.workers import process_map, resolve_workers
 from icml25.pipelines.robust_rl import tabular_study as ts
 from icml25.pipelines.robust_rl.environments import make_env
 from icml25.pipelines.robust_rl.fa_linear_study import run_fa_linear
@@ -96,29 +94,14 @@ def sample_models(models: dict[str, dict], params: dict[str, Any]) -> dict[str, 
 
 
 # -------------------------------------------------------------------------------- methods
-def _cell_workers(n_workers: int, cells: int) -> int:
-    """Processes for ``cells`` independent (environment, set) cells: ``n_workers`` (0: one per
-    CPU core), at most one per cell, and 1 inside a daemonic process (a Dask worker, say), which
-    may not start children."""
-    workers = min(n_workers or os.cpu_count() or 1, cells)
-    if workers > 1 and multiprocessing.current_process().daemon:
-        logger.warning("robust_rl.tabular.n_workers=%d ignored: this node runs in a daemonic "
-                       "process (a Dask worker?), which cannot start worker processes; running "
-                       "the cells in this process", n_workers)
-        return 1
-    return max(workers, 1)
-
-
 def _map_cells(func, jobs: list[tuple], n_workers: int) -> list:
     """``[func(*job) for job in jobs]`` in job order, in ``n_workers`` forked processes when more
     than one (each cell draws from generators seeded by its own seed, stream and N, so the
     result does not depend on the number of processes)."""
-    workers = _cell_workers(n_workers, len(jobs))
+    workers = resolve_workers(n_workers, len(jobs), key="robust_rl.tabular.n_workers")
     if workers == 1:
         return [func(*job) for job in jobs]
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(func, *zip(*jobs, strict=True)))
+    return list(process_map(func, jobs, workers, start_method="fork"))
 
 
 def _plan_cell(entry: dict, uset: UncertaintySet, empirical: dict, cfg: ts.StudyConfig,

@@ -22,6 +22,7 @@ from icml25.core.claims import claims_report, metrics_report
 from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
+from icml25.core.workers import resolve_workers
 from icml25.pipelines.sgd_hitting.params import SgdHittingParams
 from icml25.pipelines.sgd_hitting.predictions import VARIANTS, cost_matrix, predict
 
@@ -157,18 +158,6 @@ MC_COLUMNS = ["experiment", "seed", "eta", "chain", "tau", "censored", "diverged
               "chain_steps", "seconds"]
 
 
-def _process_workers(n_workers: int) -> int:
-    """How many processes the Monte Carlo may use here: ``n_workers``, or 1 inside a daemonic
-    process (a Dask worker, say), which may not start children; there the cluster runs the seed
-    shards side by side instead, and the results are the same either way."""
-    if n_workers > 1 and multiprocessing.current_process().daemon:
-        logger.warning("sgd_hitting.n_workers=%d ignored: this node runs in a daemonic process "
-                       "(a Dask worker?), which cannot start worker processes; running the "
-                       "Monte Carlo in this process", n_workers)
-        return 1
-    return n_workers
-
-
 def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any],
                            shard: int = 0, n_shards: int = 1) -> pd.DataFrame:
     """Many SGD chains per (experiment, seed, η) for the seeds of shard ``shard`` of
@@ -183,11 +172,12 @@ def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]
     _check_table(critical_points, "critical_points", ["landscape", "id", "x", "f", "kind"])
     names = [n for n, e in p.experiments.items() if e.solver == "mc"]
     seeds = shard_seeds(p.seeds, shard, n_shards)
-    workers = _process_workers(p.n_workers)
+    order = [(n, s, k) for n in names for s in seeds for k in range(len(p.experiments[n].etas))]
+    # in a daemonic process (a Dask worker) one process; there the cluster runs the seed
+    # shards side by side instead, and the results are the same either way
+    workers = resolve_workers(p.n_workers, len(order), key="sgd_hitting.n_workers")
     # longest runs (smallest η) first so that workers finish together
-    jobs = sorted(((n, s, k) for n in names for s in seeds
-                   for k in range(len(p.experiments[n].etas))),
-                  key=lambda j: p.experiments[j[0]].etas[j[2]] * (1 if workers > 1 else 0))
+    jobs = sorted(order, key=lambda j: p.experiments[j[0]].etas[j[2]] * (1 if workers > 1 else 0))
     bar = tqdm(total=len(jobs), desc=f"sgd_hitting Monte Carlo (seed shard {shard})",
                disable=not p.progress)
     results: dict[tuple[str, int, int], pd.DataFrame] = {}
@@ -208,7 +198,6 @@ def simulate_hitting_times(critical_points: pd.DataFrame, params: dict[str, Any]
     bar.close()
     if not results:
         return pd.DataFrame(columns=MC_COLUMNS)
-    order = [(n, s, k) for n in names for s in seeds for k in range(len(p.experiments[n].etas))]
     return pd.concat([results[j] for j in order], ignore_index=True)
 
 

@@ -142,10 +142,7 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
     out: dict[str, dict[str, list]] = {}
     groups = list(sessions.groupby(["split", "session"], sort=True))
     spec = (p.model.n_mels, p.max_speakers, p.frame_s)
-    if p.sim.n_jobs == 1:
-        featurised = (_featurise(g, audio, *spec) for _, g in groups)
-    else:
-        featurised = _featurise_in_processes([g for _, g in groups], audio, spec, p.sim.n_jobs)
+    featurised = _featurise_in_processes([g for _, g in groups], audio, spec, p.sim.n_jobs)
     for ((split, name), _), (feats, labels) in tqdm(
             zip(groups, featurised, strict=True), total=len(groups),
             desc="sortformer: render + features", disable=not p.progress, mininterval=2):
@@ -195,23 +192,17 @@ def _featurise_in_processes(sessions: list[pd.DataFrame], audio: dict[str, np.nd
     """:func:`_featurise` of every session, in order, by ``n_jobs`` worker processes (``0``:
     one per CPU core): the same arrays as one process, as each depends on its rows alone. The
     paper config's ~40,000 sessions of 90 s take 1.3 to 2.3 hours on one core (docs/scale.md)."""
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-    from itertools import pairwise
+    from icml25.core.workers import chunks, process_map, resolve_workers
 
-    workers = (os.cpu_count() or 1) if n_jobs == 0 else n_jobs
-    workers = max(1, min(workers, len(sessions) // 8))  # chunks of at least 8 sessions
+    workers = resolve_workers(n_jobs, len(sessions), min_items=8,  # at least 8 sessions each
+                              key="sortformer.sim.n_jobs")
     if workers == 1:
         yield from (_featurise(rows, audio, *spec) for rows in sessions)
         return
-    bounds = np.linspace(0, len(sessions), workers * 8 + 1).astype(int)
-    chunks = [sessions[a:b] for a, b in pairwise(bounds) if b > a]
-    context = multiprocessing.get_context("spawn")  # no fork of a process holding torch threads
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=_set_worker_audio, initargs=(audio,)) as pool:
-        for part in pool.map(_featurise_chunk, chunks, [spec] * len(chunks)):
-            yield from part
+    jobs = [(part, spec) for part in chunks(sessions, workers)]
+    for part in process_map(_featurise_chunk, jobs, workers, initializer=_set_worker_audio,
+                            initargs=(audio,)):
+        yield from part
 
 
 # -- 2. diarizers ----------------------------------------------------------------------------

@@ -42,9 +42,6 @@ global ``np.random`` state, so a run is reproducible.
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from sklearn.gaussian_process.kernels import (
@@ -57,6 +54,8 @@ from sklearn.gaussian_process.kernels import (
     WhiteKernel,
 )
 from tqdm.auto import tqdm
+
+from icml25.core.workers import chunks, process_map, resolve_workers
 
 #: Periods (in time steps) of the 21 ExpSineSquared kernels, in the order of Chronos' bank
 #: (hourly 24/48/96, 24*7 .. ; daily 7/14/30/60/365/730; weekly 4/26/52; monthly 4/6/12;
@@ -210,12 +209,9 @@ def sample_kernelsynth(
     """
     if n_series < 0:
         raise ValueError(f"n_series must be >= 0, got {n_series}")
-    if n_jobs < 0:
-        raise ValueError(f"n_jobs must be >= 0 (0 = one per CPU core), got {n_jobs}")
+    workers = resolve_workers(n_jobs, n_series, min_items=64)  # at least 64 series each
     time_grid(length)  # validates length
     seeds = rng.integers(0, np.iinfo(np.int64).max, size=n_series)
-    workers = (os.cpu_count() or 1) if n_jobs == 0 else n_jobs
-    workers = max(1, min(workers, n_series // 64))  # chunks of at least 64 series
     if workers == 1:
         out = np.empty((n_series, length), dtype=np.float64)
         bank = kernel_bank()
@@ -223,10 +219,7 @@ def sample_kernelsynth(
             out[i] = generate_series(length, np.random.default_rng(int(seeds[i])), bank,
                                      max_kernels)
         return out
-    chunks = np.array_split(seeds, workers * 8)
-    context = multiprocessing.get_context("spawn")  # no fork of a process holding torch threads
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        parts = list(tqdm(pool.map(_series_chunk, chunks, [length] * len(chunks),
-                                   [max_kernels] * len(chunks)),
-                          total=len(chunks), desc=f"KernelSynth ({workers} processes)"))
+    jobs = [(part, length, max_kernels) for part in chunks(seeds, workers)]
+    parts = list(tqdm(process_map(_series_chunk, jobs, workers), total=len(jobs),
+                      desc=f"KernelSynth ({workers} processes)"))
     return np.concatenate(parts, axis=0)
