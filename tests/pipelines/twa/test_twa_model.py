@@ -1,4 +1,5 @@
-"""Encoder-decoder: batched greedy decoding equals one-by-one decoding."""
+"""Encoder-decoder: incremental decoding equals the full decoder, batched greedy decoding
+equals one-by-one decoding."""
 
 from __future__ import annotations
 
@@ -36,6 +37,59 @@ def test_batched_greedy_equals_one_by_one(setup):
     single = [model.generate(pad_batch([s], vocab.pad), 20)[0] for s in sources]
     assert batched == single
     assert len({len(s) for s in sources}) > 5  # mixed lengths, so padding is exercised
+
+
+def _full_prefix_generate(model, src, max_new, temperature=0.0, generator=None):
+    """Reference decoding: the whole prefix through Seq2Seq.decode at every step."""
+    memory, pad = model.encode(src)
+    ys = torch.full((src.shape[0], 1), model.cfg.bos_id, dtype=torch.long)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    for _ in range(max_new):
+        logits = model.decode(memory, pad, ys)[:, -1]
+        if temperature <= 0:
+            nxt = logits.argmax(-1)
+        else:
+            nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1,
+                                    generator=generator).squeeze(-1)
+        nxt = nxt.masked_fill(done, model.cfg.pad_id)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt.eq(model.cfg.eos_id)
+    return ys[:, 1:]
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_incremental_decoding_equals_the_full_decoder(setup, layers):
+    lex, vocab, _ = setup
+    torch.manual_seed(layers)
+    cfg = Seq2SeqConfig(vocab_size=len(vocab), d_model=32, heads=4, enc_layers=layers,
+                        dec_layers=layers, ff=64, dropout=0.0, max_len=48)
+    model = Seq2Seq(cfg).eval()
+    rng = np.random.default_rng(3)
+    src = pad_batch([vocab.encode(sample_source(rng, lex, 4, 18)) for _ in range(6)], vocab.pad)
+    assert src.eq(vocab.pad).any()  # padded sources: the cross-attention mask is exercised
+    with torch.no_grad():
+        ref = _full_prefix_generate(model, src, 30)
+        memory, pad = model.encode(src)
+        cache = model.start_cache(memory, 30)
+        rows = torch.arange(6)
+        tgt = torch.cat([torch.full((6, 1), cfg.bos_id), ref], 1)
+        full = model.decode(memory, pad, tgt[:, :30])
+        for t in range(30):
+            step = model.decode_step(cache, rows, pad, tgt[:, t], t)
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=1e-5)
+        # greedy (with rows dropped as they finish) and sampled generation give the reference's
+        # tokens; the reference never drops rows, so its tokens after EOS are padding
+        out = model.generate(src, 30)
+        expect = [[t for t in row.tolist()] for row in ref]
+        for o, e in zip(out, expect, strict=True):
+            cut = next((i for i, t in enumerate(e) if t in (cfg.eos_id, cfg.pad_id)), len(e))
+            assert o == e[:cut]
+        sampled = model.generate(src, 30, temperature=0.8,
+                                 generator=torch.Generator().manual_seed(5))
+        ref_s = _full_prefix_generate(model, src, 30, 0.8, torch.Generator().manual_seed(5))
+        for o, e in zip(sampled, ref_s.tolist(), strict=True):
+            cut = next((i for i, t in enumerate(e) if t in (cfg.eos_id, cfg.pad_id)), len(e))
+            assert o == e[:cut]
 
 
 def test_padding_does_not_change_log_probs(setup):

@@ -192,17 +192,33 @@ def run_fcn(prepared: dict[str, list[dict[str, Any]]], datasets: Iterable[str],
 
 
 def run_aeon(prepared: dict[str, list[dict[str, Any]]], name: str, datasets: Iterable[str],
-             seeds: list[int], n_jobs: int = 1, progress: bool = True) -> list[dict[str, Any]]:
+             seeds: list[int], n_jobs: int = 1, progress: bool = True,
+             max_series: int | None = None) -> list[dict[str, Any]]:
     """An aeon baseline, fitted on the fold's train+val part (it selects no model), tested on
-    the same test part as SoftShape. 1-NN DTW is deterministic: it runs once (first seed)."""
+    the same test part as SoftShape. 1-NN DTW is deterministic: it runs once (first seed).
+
+    ``max_series`` keeps that many fit and test series of the fold, drawn without replacement
+    (generator seeded by the fold, so every baseline sees the same subset): the CPU dry run's
+    count cut. Every row records how many series it fitted and scored (``n_fit``, ``n_test``)."""
     run_seeds = seeds[:1] if name == "nn_dtw" else seeds
     jobs = [(ds, seed) for n in datasets for ds in prepared[n] for seed in run_seeds]
     rows = []
     for ds, seed in tqdm(jobs, desc=name, disable=not progress, leave=False):
-        fit_idx = np.concatenate([ds["train"], ds["val"]])
-        X_te, y_te = _split(ds, "test")
+        fit_idx = _at_most(np.concatenate([ds["train"], ds["val"]]), max_series, ds["fold"])
+        test_idx = _at_most(np.asarray(ds["test"]), max_series, ds["fold"])
+        X_te, y_te = ds["X"][test_idx], ds["y"][test_idx]
         out = fit_predict(name, ds["X"][fit_idx], ds["y"][fit_idx], X_te, seed, n_jobs)
         rows.append({"variant": name, "dataset": ds["name"], "fold": ds["fold"], "seed": seed,
                      "accuracy": accuracy(out.predictions, y_te),
-                     "train_seconds": out.train_seconds, "infer_seconds": out.infer_seconds})
+                     "train_seconds": out.train_seconds, "infer_seconds": out.infer_seconds,
+                     "n_fit": len(fit_idx), "n_test": len(test_idx)})
     return rows
+
+
+def _at_most(idx: np.ndarray, n: int | None, seed: int) -> np.ndarray:
+    """``idx`` itself when it has at most ``n`` entries (or ``n`` is None), else ``n`` of them
+    drawn without replacement, kept in their original order."""
+    if n is None or len(idx) <= n:
+        return idx
+    keep = np.random.default_rng(seed).choice(len(idx), size=n, replace=False)
+    return idx[np.sort(keep)]

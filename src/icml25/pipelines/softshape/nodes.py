@@ -162,7 +162,7 @@ def run_baselines(prepared: dict[str, list[dict[str, Any]]],
             seeds = shard_seeds(p.seeds, shard, n_shards)
             if seeds and (name != "nn_dtw" or shard == 0):
                 rows += run_aeon(prepared, name, p.all_datasets, seeds, p.baselines.n_jobs,
-                                 p.progress)
+                                 p.progress, p.baselines.max_series)
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
 
 
