@@ -42,10 +42,13 @@ screenshots: install  ## docs/screenshots from the browser tests on a default-sc
 # the papers with a CPU dry run of their paper config (conf/paper_check/parameters_<name>.yml)
 PAPER_CHECK_ROOMS ?= $(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wildcard conf/paper_check/parameters_*.yml)))
 
-paper-check: install  ## CPU dry run of each covered paper config (docs/scale.md), then its table
+# One paper at a time: torch uses every core where a room's conf/paper_check sets num_threads: 0;
+# numpy's and scipy's OpenBLAS stay on one thread, so the data generators' measured rates are
+# one-core rates (docs/scale.md).
+paper-check: install  ## CPU dry run of every paper config (docs/scale.md), then its table
 	@for room in $(PAPER_CHECK_ROOMS); do \
 	  echo "== paper-check: $$room"; \
-	  OMP_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \
+	  OPENBLAS_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \
 	done
 	$(BIN)/python -m icml25.core.paper_check_table
 

@@ -86,3 +86,25 @@ def test_lambda_bracket_holds_the_maximiser():
         assert float(hi) >= float(p @ shifted) / rho
         if rho < 1e-3:
             assert float(lo) < lam_star < float(hi)
+
+
+@pytest.mark.parametrize("radius", [1e-4, 0.05, 1.0])
+def test_kl_on_the_support_only_equals_the_dense_search(radius):
+    """sigma_kl's support-only search (sparse Garnet rows: 1 to 5 of 50 states, a single-state
+    row among them) against the search over every column."""
+    from icml25.pipelines.robust_rl.uncertainty import on_support
+    rng = np.random.default_rng(7)
+    S, rows = 50, 400
+    p = np.zeros((rows, S))
+    for r in range(rows):
+        k = int(rng.integers(1, 6))
+        p[r, rng.choice(S, size=k, replace=False)] = rng.dirichlet(np.ones(k))
+    V = rng.normal(size=S) * 10
+    compact = sigma_kl(p, V, radius)
+    dense = sigma_kl(p, V, radius, compact=False)
+    np.testing.assert_allclose(compact, dense, rtol=1e-12, atol=1e-12)
+    pc, vc = on_support(p, np.broadcast_to(V, p.shape))
+    assert pc.shape == (rows, 5) and np.allclose(pc.sum(-1), 1.0)
+    assert np.allclose((pc * vc).sum(-1), p @ V)  # the same rows, their mass kept
+    dense_p = rng.dirichlet(np.ones(S), size=3)  # a dense row: nothing to cut, arrays returned
+    assert on_support(dense_p, np.broadcast_to(V, dense_p.shape))[0] is dense_p

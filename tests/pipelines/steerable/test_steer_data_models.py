@@ -200,3 +200,27 @@ def test_paper_layout_runs_on_cpu_at_tiny_width(splits):
                              head_hidden=8, transformer_layers=1, transformer_heads=2)
     net = SteerableNet(cfg)
     assert invariance_error_rot90(net, splits["test_rotated"][:4]) < 1e-4
+
+
+@pytest.mark.parametrize("kind", ["2d", "3d"])
+def test_steerable_training_steps_are_counted_on_meta_as_on_the_cpu(kind):
+    """The input checks skip values on ``meta`` tensors (shapes only), so the paper-scale dry
+    run counts these models' FLOPs on ``meta`` at the paper's batch; the count equals the CPU's.
+    Real inputs are still checked for values."""
+    from icml25.core.training_cost import measure_training_step
+    from icml25.pipelines.steerable.models3d import SteerableNet3d, SteerableNet3dConfig
+    torch.manual_seed(0)
+    if kind == "2d":
+        net = SteerableNet(SteerableNetConfig(widths=(4, 8, 8, 8), transformer_layers=1))
+        x = torch.randn(3, 1, 28, 28)
+    else:
+        net = SteerableNet3d(SteerableNet3dConfig(grid=8, widths=(2, 4)))
+        x = torch.randn(3, 1, 8, 8, 8)
+    meta = measure_training_step(net, (x,), allow_cpu=False)
+    cpu = measure_training_step(net, (x,))
+    assert "meta" in meta.method
+    assert meta.flops > 0 and meta.flops == pytest.approx(cpu.flops, rel=1e-6)
+    bad = x.clone()
+    bad.view(-1)[0] = float("nan")
+    with pytest.raises(SteerableConfigError, match="finite"):
+        net(bad)

@@ -164,8 +164,22 @@ def kl_lambda_bracket(p: np.ndarray, shifted: np.ndarray, radius: float,
     return lam_lo, lam_hi
 
 
+def on_support(p: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``p`` and ``x`` (both ``(..., S)``) cut to the columns of ``p``'s support: ``(...,
+    k)`` arrays, ``k`` the largest support size of a row, the support's columns first and in
+    their order, a shorter row padded with ``p = 0`` columns (which every ball that keeps the
+    support ignores). The arrays themselves when the cut saves less than half of the columns."""
+    support = p > 0
+    k = int(support.sum(axis=-1).max(initial=0))
+    if 2 * k > p.shape[-1]:
+        return p, x
+    idx = np.argsort(~support, axis=-1, kind="stable")[..., :max(k, 1)]
+    return (np.take_along_axis(p, idx, axis=-1),
+            np.take_along_axis(np.broadcast_to(x, p.shape), idx, axis=-1))
+
+
 def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 40,
-             grid_points: int = 40) -> np.ndarray:
+             grid_points: int = 40, compact: bool = True) -> np.ndarray:
     """KL dual ``max_{lam >= 0} {-lam log E_p exp(-V / lam) - lam rho}`` (Hu & Hong 2013).
 
     ``V`` is shifted by the minimum over the support of each row (translation equivariance), and
@@ -173,7 +187,10 @@ def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 40,
     ``p.V / rho`` is proved to hold the maximiser, so no fixed cap): a ``grid_points`` grid, then
     golden section between the grid neighbours of the best point (the objective is concave in
     ``lam``, hence unimodal in ``log lam``). The ``lam -> 0`` limit, the minimum over the support,
-    is always a candidate; states with ``p(s) = 0`` carry no mass and are ignored.
+    is always a candidate; states with ``p(s) = 0`` carry no mass and are ignored, and with
+    ``compact`` the search runs on the support's columns only (:func:`on_support`: a sparse
+    Garnet's rows reach 5 of 50 states, so a tenth of the work; equal to the dense search to
+    rounding, tested).
     """
     p = np.asarray(p, dtype=float)
     if radius == 0.0:
@@ -182,6 +199,8 @@ def sigma_kl(p: np.ndarray, V: np.ndarray, radius: float, iters: int = 40,
     low = np.where(support, V, np.inf).min(axis=-1)
     high = np.where(support, V, -np.inf).max(axis=-1)
     shifted = np.where(support, V - low[..., None], 0.0)
+    if compact:
+        p, shifted = on_support(p, shifted)
     lam_lo, lam_hi = kl_lambda_bracket(p, shifted, radius)
     log_lo, log_hi = np.log(lam_lo), np.log(lam_hi)
     ts = np.linspace(0.0, 1.0, grid_points)

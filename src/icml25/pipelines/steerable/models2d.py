@@ -201,11 +201,13 @@ class CNNViT(nn.Module):
 
 
 def check_images(images: torch.Tensor, size: int) -> None:
-    """Refuse input that is not a finite real batch ``[B, 1, size, size]``."""
+    """Refuse input that is not a finite real batch ``[B, 1, size, size]``. A ``meta`` tensor
+    (shapes without values: the paper-scale dry run counts FLOPs on it) is checked for shape
+    and dtype only."""
     if images.ndim != 4 or images.shape[1] != 1 or tuple(images.shape[-2:]) != (size, size):
         raise SteerableConfigError(
             f"images: expected a batch [B, 1, {size}, {size}], got {tuple(images.shape)}")
-    if torch.is_complex(images) or not torch.isfinite(images).all():
+    if torch.is_complex(images) or (not images.is_meta and not torch.isfinite(images).all()):
         raise SteerableConfigError("images: expected finite real pixel values")
 
 

@@ -28,12 +28,12 @@ from icml25.pipelines.steerable.layers3d import (
 
 def check_voxels(voxels: torch.Tensor, grid: int) -> torch.Tensor:
     """Refuse input that is not a finite real batch ``[B, 1, G, G, G]`` (or ``[B, G, G, G]``);
-    returns the 5-D view."""
+    returns the 5-D view. A ``meta`` tensor is checked for shape and dtype only."""
     x = voxels[:, None] if voxels.ndim == 4 else voxels
     if x.ndim != 5 or x.shape[1] != 1 or tuple(x.shape[-3:]) != (grid,) * 3:
         raise SteerableConfigError(
             f"voxels: expected a batch [B, 1, {grid}, {grid}, {grid}], got {tuple(voxels.shape)}")
-    if torch.is_complex(x) or not torch.isfinite(x).all():
+    if torch.is_complex(x) or (not x.is_meta and not torch.isfinite(x).all()):
         raise SteerableConfigError("voxels: expected finite real occupancy values")
     return x
 
