@@ -46,6 +46,7 @@ PAPER_CHECK_ROOMS ?= $(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wil
 # numpy's and scipy's OpenBLAS stay on one thread, so the data generators' measured rates are
 # one-core rates (docs/scale.md).
 paper-check: install  ## CPU dry run of every paper config (docs/scale.md), then its table
+	@bash scripts/system_packages.sh paper
 	@for room in $(PAPER_CHECK_ROOMS); do \
 	  echo "== paper-check: $$room"; \
 	  OPENBLAS_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \

@@ -5,10 +5,11 @@
 #                 scorecard page)
 #   espeak-ng     acorn and sortformer synthesise their speech offline      [group: test]
 #   flite         a second offline voice for sortformer's speakers          [group: test]
-# Usage: system_packages.sh [venv] [test]   (no argument: both groups). Installs the missing
-# ones with apt-get when it can (root, or passwordless sudo); otherwise stops and prints the
-# exact command to run. The Makefile runs the venv group before creating .venv and the test
-# group before any test.
+#   python3.11-doc  frugal's paper-scale corpus (the library's reST sources) [group: paper]
+# Usage: system_packages.sh [venv] [test] [paper]   (no argument: venv and test). Installs the
+# missing ones with apt-get when it can (root, or passwordless sudo); otherwise stops and prints
+# the exact command to run. The Makefile runs the venv group before creating .venv, the test
+# group before any test and the paper group before `make paper-check`.
 set -euo pipefail
 groups=("$@")
 [ ${#groups[@]} -eq 0 ] && groups=(venv test)
@@ -21,7 +22,11 @@ for group in "${groups[@]}"; do
       for pkg in chromium:/usr/bin/chromium espeak-ng:/usr/bin/espeak-ng flite:/usr/bin/flite; do
         [ -x "${ICML25_SYSTEM_ROOT:-}${pkg#*:}" ] || missing+=("${pkg%%:*}")
       done ;;
-    *) echo "system_packages.sh: unknown group '$group' (expected venv or test)" >&2; exit 2 ;;
+    paper)
+      [ -d "${ICML25_SYSTEM_ROOT:-}/usr/share/doc/python3.11/html/_sources" ] \
+        || missing+=(python3.11-doc) ;;
+    *) echo "system_packages.sh: unknown group '$group' (expected venv, test or paper)" >&2
+       exit 2 ;;
   esac
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

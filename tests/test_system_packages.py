@@ -74,3 +74,12 @@ def test_a_python_without_venv_support_names_python3_venv(tmp_path):
 def test_an_unknown_group_is_refused(tmp_path):
     done = _run(tmp_path, 0, str(tmp_path), "tset")
     assert done.returncode == 2 and "unknown group 'tset'" in done.stderr
+
+
+def test_the_paper_group_names_frugals_corpus_package(tmp_path):
+    done = _run(tmp_path, 1000, str(tmp_path / "empty"), "paper")
+    assert done.returncode == 1
+    assert "apt-get install -y python3.11-doc'" in done.stderr
+    root = tmp_path / "root"
+    (root / "usr/share/doc/python3.11/html/_sources").mkdir(parents=True)
+    assert _run(tmp_path / "ok", 1000, str(root), "paper").returncode == 0
