@@ -224,3 +224,23 @@ def test_steerable_training_steps_are_counted_on_meta_as_on_the_cpu(kind):
     bad.view(-1)[0] = float("nan")
     with pytest.raises(SteerableConfigError, match="finite"):
         net(bad)
+
+
+def test_angle_bins_from_the_accuracy_pass_equal_their_own_pass():
+    """evaluate_variant bins the per-image hits of its one pass over the test set; that equals
+    angle_bin_accuracy's own pass, empty bins NaN included."""
+    from icml25.pipelines.steerable.classifier_training import (
+        angle_bin_accuracy,
+        bin_accuracy,
+        correct,
+    )
+    torch.manual_seed(0)
+    net = PlainCNN(widths=(4, 8, 8))
+    rng = np.random.default_rng(0)
+    images = rng.random((40, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, 10, 40)
+    angles = rng.uniform(0, np.pi, 40)  # half the circle: the other 6 of 12 bins are empty
+    own = angle_bin_accuracy(net, images, labels, angles, 12)
+    shared = bin_accuracy(correct(net, images, labels), angles, 12)
+    np.testing.assert_array_equal(own, shared)
+    assert np.isnan(shared[6:]).all() and not np.isnan(shared[:6]).any()

@@ -124,9 +124,16 @@ def angle_bin_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray,
                        period: float = 2 * np.pi) -> np.ndarray:
     """Accuracy per rotation-angle bin of width ``period / n_bins`` (NaN for an empty bin)."""
     pred = predict_logits(model, images).argmax(1).numpy()
-    correct = pred == np.asarray(labels)
+    return bin_accuracy(pred == np.asarray(labels), angles, n_bins, period)
+
+
+def bin_accuracy(hits: np.ndarray, angles: np.ndarray, n_bins: int = 12,
+                 period: float = 2 * np.pi) -> np.ndarray:
+    """Mean of per-image ``hits`` in each rotation-angle bin of width ``period / n_bins`` (NaN
+    for an empty bin): :func:`angle_bin_accuracy` from predictions already made."""
+    hits = np.asarray(hits, dtype=float)
     bins = np.minimum((np.mod(angles, period) / period * n_bins).astype(int), n_bins - 1)
-    return np.array([correct[bins == b].mean() if (bins == b).any() else np.nan
+    return np.array([hits[bins == b].mean() if (bins == b).any() else np.nan
                      for b in range(n_bins)])
 
 

@@ -161,7 +161,7 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
     from icml25.core.device import set_threads
     from icml25.pipelines.steerable.classifier_training import (
         accuracy,
-        angle_bin_accuracy,
+        bin_accuracy,
         correct,
         invariance_error_angles,
         invariance_error_rot90,
@@ -185,8 +185,8 @@ def evaluate_variant(models: dict[str, Any], splits: dict[str, np.ndarray],
         meta = entry["metadata"]
         net = _load(entry)
         x_test, _ = protocol_data(splits, meta["protocol"], "test")
-        bins = angle_bin_accuracy(net, x_test, y_test, splits["test_angles"], ev.n_angle_bins)
-        hits = correct(net, x_test, y_test)
+        hits = correct(net, x_test, y_test)  # one pass over the test set: accuracy and bins
+        bins = bin_accuracy(hits, splits["test_angles"], ev.n_angle_bins)
         values = {
             "acc": float(hits.mean()),
             "acc_upright": accuracy(net, x_up, y_test),
@@ -255,7 +255,7 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
     from icml25.pipelines.steerable.builders import build_network_3d
     from icml25.pipelines.steerable.classifier_training import (
         accuracy,
-        angle_bin_accuracy,
+        bin_accuracy,
         correct,
         random_shifts,
         shift_images,
@@ -283,8 +283,8 @@ def evaluate_variant_3d(models: dict[str, Any], splits: dict[str, np.ndarray],
         net = _load(entry, build_network_3d)
         x_test, _ = voxel_protocol_data(splits, meta["protocol"], "test")
         angles = rotation_angles(splits["test_rotations"])
-        bins = angle_bin_accuracy(net, x_test, y_test, angles, N_ANGLE_BINS_3D, np.pi)
         hits = correct(net, x_test, y_test, check_voxel_data)
+        bins = bin_accuracy(hits, angles, N_ANGLE_BINS_3D, np.pi)
         values = {
             "acc": float(hits.mean()),
             "acc_upright": accuracy(net, splits["test_upright"], y_test, check_voxel_data),
