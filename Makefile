@@ -39,8 +39,10 @@ bench: install  ## speed and memory measurements (pytest-benchmark)
 screenshots: install  ## docs/screenshots from the browser tests on a default-scale wavetoken run (~10 min)
 	ICML25_BROWSER_ENV=local ICML25_SCREENSHOTS=docs/screenshots $(BIN)/pytest tests/browser
 
-# the papers with a CPU dry run of their paper config (conf/paper_check/parameters_<name>.yml)
-PAPER_CHECK_ROOMS ?= $(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wildcard conf/paper_check/parameters_*.yml)))
+# the papers with a CPU dry run of their paper config (conf/paper_check/parameters_<name>.yml),
+# less any named in PAPER_CHECK_SKIP
+PAPER_CHECK_SKIP ?=
+PAPER_CHECK_ROOMS ?= $(filter-out $(PAPER_CHECK_SKIP),$(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wildcard conf/paper_check/parameters_*.yml))))
 
 # One paper at a time: torch uses every core where a room's conf/paper_check sets num_threads: 0;
 # numpy's and scipy's OpenBLAS stay on one thread, so the data generators' measured rates are

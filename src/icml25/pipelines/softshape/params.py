@@ -106,9 +106,9 @@ class FCNParams(ParamsModel):
 class BaselineParams(ParamsModel):
     models: list[Literal[BASELINES]] = Field(min_length=1)  # type: ignore[valid-type]
     n_jobs: int = Field(default=1, ge=1)
-    #: at most this many fit (train + val) and test series per fold for the aeon baselines, the
-    #: first ones of each shuffled part (a count cut of the CPU dry run, whose 1-NN DTW over full
-    #: PLAID / ACSF1 folds takes hours); null: every series, as every scored run does
+    #: at most this many fit (train + val) and test series per fold for the aeon baselines, a
+    #: draw seeded by the fold (a count cut of the CPU dry run, whose 1-NN DTW over full PLAID /
+    #: ACSF1 folds takes hours); null: every series, as every scored run does
     max_series: int | None = Field(default=None, ge=2)
     fcn: FCNParams
 

@@ -119,18 +119,10 @@ def fit_classifier(model: nn.Module, train_images: np.ndarray, train_labels: np.
                  eval_fn=eval_fn, device=device)
 
 
-def angle_bin_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray,
-                       angles: np.ndarray, n_bins: int = 12,
-                       period: float = 2 * np.pi) -> np.ndarray:
-    """Accuracy per rotation-angle bin of width ``period / n_bins`` (NaN for an empty bin)."""
-    pred = predict_logits(model, images).argmax(1).numpy()
-    return bin_accuracy(pred == np.asarray(labels), angles, n_bins, period)
-
-
 def bin_accuracy(hits: np.ndarray, angles: np.ndarray, n_bins: int = 12,
                  period: float = 2 * np.pi) -> np.ndarray:
-    """Mean of per-image ``hits`` in each rotation-angle bin of width ``period / n_bins`` (NaN
-    for an empty bin): :func:`angle_bin_accuracy` from predictions already made."""
+    """Accuracy per rotation-angle bin of width ``period / n_bins`` (NaN for an empty bin): the
+    mean of the per-image ``hits`` of :func:`correct`, so the test set is run once for both."""
     hits = np.asarray(hits, dtype=float)
     bins = np.minimum((np.mod(angles, period) / period * n_bins).astype(int), n_bins - 1)
     return np.array([hits[bins == b].mean() if (bins == b).any() else np.nan

@@ -100,6 +100,8 @@ class Seq2Seq(nn.Module):
         d, b = self.cfg.d_model, memory.shape[0]
         cache: dict[str, list[torch.Tensor]] = {"mk": [], "mv": [], "sk": [], "sv": []}
         for layer in self.decoder.layers:
+            if not layer.norm_first:
+                raise NotImplementedError("incremental decoding assumes pre-norm layers")
             w, bias = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
             kv = F.linear(memory, w[d:], None if bias is None else bias[d:])
             cache["mk"].append(self._heads(kv[..., :d]))
@@ -117,8 +119,6 @@ class Seq2Seq(nn.Module):
         d = self.cfg.d_model
         x = self.embed(tok)[:, None] * d**0.5 + self.pos_tgt.weight[t]
         for i, layer in enumerate(self.decoder.layers):
-            if not layer.norm_first:
-                raise NotImplementedError("incremental decoding assumes pre-norm layers")
             sa = layer.self_attn
             qkv = F.linear(layer.norm1(x), sa.in_proj_weight, sa.in_proj_bias)
             q, k, v = (self._heads(z) for z in qkv.split(d, dim=-1))
