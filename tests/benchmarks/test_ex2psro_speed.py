@@ -3,6 +3,10 @@
 - bargaining simulation throughput: uniform-random episodes per second through the wrapper
   (raw pyspiel states, seats drawn per episode);
 - Harvest steps per second (random actions, dense map, observations built every step);
+- evaluation episodes per second with 2x50 MLP policies, one episode at a time
+  (``estimate_entry``, as the PSRO loop's estimates play them) against lockstep
+  (``evaluate_entry``, as the combined game's cross-evaluation plays them), bargaining and the
+  stag hunt, at the default run's 24 and the paper's 200 episodes per pair, side by side;
 - discrete-SAC learner updates per second (batch 64, 2x50 MLPs, one thread);
 - the whole default run (`kedro run --pipeline=ex2psro`, conf/base): wall time and peak RSS in
   the benchmark's extra_info.
@@ -37,6 +41,35 @@ def test_ex2psro_episodes_per_second(benchmark):
 
     benchmark.pedantic(episodes, rounds=3, iterations=1)
     benchmark.extra_info["episodes_per_second"] = N_EPISODES / benchmark.stats.stats.mean
+
+
+@pytest.mark.parametrize("sims", [24, 200])
+@pytest.mark.parametrize("player", ["sequential", "lockstep"])
+@pytest.mark.parametrize("which", ["bargaining", "staghunt"])
+def test_ex2psro_evaluation_episodes_per_second(benchmark, which, player, sims):
+    from threadpoolctl import threadpool_limits
+
+    from icml25.pipelines.ex2psro.psro import estimate_entry, evaluate_entry
+    from icml25.pipelines.ex2psro.responses import mlp, numpy_policy
+    from icml25.pipelines.ex2psro.staghunt import StagHuntGame
+
+    benchmark.group = f"ex2psro-evaluation-{which}-{sims}"
+    game = (load_game("bargaining", 0.99, EX2PSRO_INSTANCES) if which == "bargaining"
+            else StagHuntGame())
+    n_obs, n_actions = game.information_state_tensor_shape()[0], game.num_distinct_actions()
+    torch.manual_seed(0)
+    a, b = (numpy_policy(mlp(n_obs, n_actions, (50, 50))) for _ in range(2))
+    play = estimate_entry if player == "sequential" else evaluate_entry
+    reps = max(1, 2000 // sims)
+
+    def entries():
+        rng = np.random.default_rng(0)
+        with threadpool_limits(1, user_api="blas"):  # as the cross-evaluation runs
+            for _ in range(reps):
+                play(game, a, b, sims, rng)
+
+    benchmark.pedantic(entries, rounds=3, iterations=1)
+    benchmark.extra_info["episodes_per_second"] = reps * sims / benchmark.stats.stats.mean
 
 
 @pytest.mark.benchmark(group="ex2psro-simulation")

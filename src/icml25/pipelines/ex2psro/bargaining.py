@@ -96,12 +96,18 @@ def load_game(name: str, discount: float, instances_text: str, max_turns: int = 
 class Policy(Protocol):
     def probabilities(self, obs: np.ndarray, legal: np.ndarray) -> np.ndarray: ...
 
+    def batch_probabilities(self, obs: np.ndarray, legal: np.ndarray) -> np.ndarray: ...
+
 
 class UniformPolicy:
     """Uniform over legal actions (the initial population and the random baseline)."""
 
     def probabilities(self, obs: np.ndarray, legal: np.ndarray) -> np.ndarray:
         return legal / legal.sum()
+
+    def batch_probabilities(self, obs: np.ndarray, legal: np.ndarray) -> np.ndarray:
+        """Rows of :meth:`probabilities` for a batch (``obs``: n x d, ``legal``: n x A)."""
+        return legal / legal.sum(axis=1, keepdims=True)
 
 
 class MLPPolicy:
@@ -122,6 +128,23 @@ class MLPPolicy:
         z = np.where(legal, self.logits(obs).astype(np.float64), -1e9)
         z = np.exp(z - z.max())
         return z / z.sum()
+
+    def batch_probabilities(self, obs: np.ndarray, legal: np.ndarray) -> np.ndarray:
+        """Rows of :meth:`probabilities` for a batch (``obs``: n x d, ``legal``: n x A)."""
+        z = np.where(legal, self.logits(obs).astype(np.float64), -1e9)
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        return z / z.sum(axis=1, keepdims=True)
+
+
+def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of ``probs`` (n x A, rows summing to 1) by inversion of one uniform
+    draw per row; an action of probability 0 is never drawn."""
+    cdf = np.cumsum(probs, axis=1)
+    u = rng.random(len(probs)) * cdf[:, -1]
+    actions = (cdf <= u[:, None]).sum(axis=1)
+    # u * total can round up to the total: fall back to the last action of positive probability
+    last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)
+    return np.minimum(actions, last)
 
 
 @dataclass
@@ -168,6 +191,48 @@ def play_episode(game, seat_policies: tuple[Policy, Policy], rng: np.random.Gene
         if mine:
             traj.rewards[mine[-1]] = traj.returns
     return traj
+
+
+def play_returns(game, a: Policy, b: Policy, seats: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Returns (n x 2: a's, b's) of ``n = len(seats)`` episodes of ``a`` against ``b`` played in
+    lockstep, ``a`` in seat ``seats[e]`` of episode ``e``. Each step asks each policy once for
+    every episode it acts in (one batched forward pass) instead of once per decision; the game
+    rules are pyspiel's own states. For evaluation: no trajectory is kept."""
+    n = len(seats)
+    seats = np.asarray(seats, dtype=np.int64)
+    if n == 0:
+        return np.zeros((0, 2))
+    n_actions = game.num_distinct_actions()
+    states = [game.new_initial_state() for _ in range(n)]
+    active = list(range(n))
+    while active:
+        chance = [e for e in active if states[e].is_chance_node()]
+        for e in chance:
+            outcomes, probs = zip(*states[e].chance_outcomes(), strict=True)
+            states[e].apply_action(int(outcomes[rng.choice(len(outcomes), p=np.asarray(probs))]))
+        deciding = [e for e in active if not states[e].is_chance_node()]
+        if deciding:
+            players = np.array([states[e].current_player() for e in deciding])
+            obs = np.array([states[e].information_state_tensor(int(p))
+                            for e, p in zip(deciding, players, strict=True)], dtype=np.float32)
+            legal = np.zeros((len(deciding), n_actions), dtype=bool)
+            for row, e in enumerate(deciding):
+                legal[row, states[e].legal_actions()] = True
+            actions = np.empty(len(deciding), dtype=np.int64)
+            a_acts = players == seats[deciding]
+            for policy, rows in ((a, np.flatnonzero(a_acts)), (b, np.flatnonzero(~a_acts))):
+                if len(rows):
+                    actions[rows] = sample_rows(policy.batch_probabilities(obs[rows], legal[rows]),
+                                                rng)
+            for e, action in zip(deciding, actions, strict=True):
+                states[e].apply_action(int(action))
+        active = [e for e in active if not states[e].is_terminal()]
+    out = np.empty((n, 2))
+    for e, state in enumerate(states):
+        r = state.returns()
+        out[e] = (r[seats[e]], r[1 - seats[e]])
+    return out
 
 
 def play_match(game, a: Policy, b: Policy, rng: np.random.Generator) -> tuple[Trajectory, int]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from icml25.core.claims import claims_report, metrics_report
 from icml25.core.lazy_import import lazy_module
@@ -115,28 +117,41 @@ def _config(p: Ex2psroParams, explore: str, gro_weight: float) -> PSROConfig:
         oracle_episodes=o.episodes, rrd_scale=r.scale, rrd_floor=r.floor)
 
 
+def _psro_job(instances: str, p: Ex2psroParams, variant: str, name: str, seed: int
+              ) -> dict[str, Any]:
+    """One PSRO run (method ``name``, ``seed``) of one game; it depends on these alone, so any
+    process may run it."""
+    from icml25.core.device import seed_everything, set_threads
+    from icml25.pipelines.ex2psro.psro import run_psro
+    set_threads(p.num_threads)
+    seed_everything(seed)
+    method = p.methods[name]
+    run = run_psro(_game(p, instances), _config(p, method.explore, method.gro_weight), seed, name)
+    return {**run, "variant": variant}
+
+
 def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
                  n_shards: int = 1) -> list[dict[str, Any]]:
     """Every configured PSRO variant (method, baselines, ablations) for each seed of shard
     ``shard`` of ``n_shards`` (``seeds[shard::n_shards]``, :func:`icml25.core.sweep.shard_seeds`),
-    method by method; no run when the shard has no seed. A run depends on its method and seed
-    alone (the game keeps no state between episodes), so the shards may run in any order."""
-    from icml25.core.device import seed_everything, set_threads
-    from icml25.pipelines.ex2psro.psro import run_psro
+    method by method; no run when the shard has no seed. A run depends on its game, method and
+    seed alone (the game keeps no state between episodes), so the shards may run in any order
+    and a shard's runs on ``n_workers`` processes, with the same results."""
+    from icml25.core.workers import process_map, resolve_workers
     games = _games(params)
     seeds = shard_seeds(games[0][1].seeds, shard, n_shards)
     if not seeds:
         return []
-    set_threads(games[0][1].num_threads)
-    runs = []
-    for variant, p in games:
-        game = _game(p, instances)
-        for name, method in p.methods.items():
-            for seed in seeds:
-                seed_everything(seed)
-                run = run_psro(game, _config(p, method.explore, method.gro_weight), seed, name)
-                runs.append({**run, "variant": variant})
-    return runs
+    jobs = [(instances, p, variant, name, seed)
+            for variant, p in games for name in p.methods for seed in seeds]
+    workers = resolve_workers(games[0][1].n_workers, len(jobs), key="ex2psro.n_workers")
+    if workers == 1:
+        return [_psro_job(*job) for job in jobs]
+    # one bar over the runs instead of one per run and process
+    quiet = [(i, p.model_copy(update={"progress": False}), *rest) for i, p, *rest in jobs]
+    return list(tqdm(process_map(_psro_job, quiet, workers), total=len(jobs),
+                     desc=f"PSRO runs of seed shard {shard} ({workers} processes)",
+                     disable=not games[0][1].progress))
 
 
 def _merge_shards(p: Ex2psroParams, shard_runs: tuple[list[dict[str, Any]], ...]
@@ -187,33 +202,31 @@ def evaluate_game(instances: str, p: Ex2psroParams,
     every seed shard) plus one unregularised SAC best response to each run's final
     meta-strategy; per-iteration welfare and regret curves (regret: exact, from the combined
     matrix; ``own_regret``: in the run's own empirical game)."""
-    from icml25.core.device import seed_everything, set_threads
-    from icml25.pipelines.ex2psro.psro import (
-        PSROConfig,
-        cross_evaluate,
-        make_policy,
-        train_response,
-    )
+    from icml25.core.device import set_threads
+    from icml25.core.workers import process_map, resolve_workers
+    from icml25.pipelines.ex2psro.psro import cross_evaluate, make_policy
     runs = _merge_shards(p, shard_runs)
     set_threads(p.num_threads)
-    game = _game(p, instances)
-    seed_everything(p.eval.seed)
     weights: list = [None]  # index 0: the uniform policy every population starts with
     index = []
     for run in runs:
         index.append([0, *list(range(len(weights), len(weights) + len(run["weights"]) - 1))])
         weights += run["weights"][1:]
     if p.eval.extra_br_steps > 0:
-        cfg = _config(p, "none", 1.0)
-        cfg = PSROConfig(**{**cfg.__dict__, "oracle_steps": p.eval.extra_br_steps,
-                            "oracle_episodes": None})
-        for r, run in enumerate(runs):
-            population = [make_policy(weights[i]) for i in index[r]]
-            br, _ = train_response(game, population, run["sigma"][-1], cfg,
-                                   p.eval.seed + 7919 * (r + 1), desc=f"extra BR {r + 1}")
-            weights.append(br)
-    combined = cross_evaluate(game, [make_policy(w) for w in weights], p.eval.sims_per_entry,
-                              p.eval.seed, p.progress)
+        jobs = [(instances, p, [weights[i] for i in index[r]], run["sigma"][-1],
+                 p.eval.seed + 7919 * (r + 1), r) for r, run in enumerate(runs)]
+        workers = resolve_workers(p.n_workers, len(jobs), key="ex2psro.n_workers")
+        if workers > 1:
+            jobs = [(i, q.model_copy(update={"progress": False}), *rest)
+                    for i, q, *rest in jobs]
+        weights += list(tqdm(process_map(_extra_br_job, jobs, workers) if workers > 1
+                             else (_extra_br_job(*job) for job in jobs),
+                             total=len(jobs), desc="extra best responses",
+                             disable=not p.progress or workers == 1))
+    workers = resolve_workers(p.n_workers, len(weights) * (len(weights) + 1) // 2,
+                              min_items=64, key="ex2psro.n_workers")
+    combined = cross_evaluate(partial(_game, p, instances), [make_policy(w) for w in weights],
+                              p.eval.sims_per_entry, p.eval.seed, p.progress, workers)
     rows = []
     for r, run in enumerate(runs):
         for k, sigma in enumerate(run["sigma"]):
@@ -244,6 +257,22 @@ def evaluate_game(instances: str, p: Ex2psroParams,
     return {"curves": pd.DataFrame(rows), "combined": combined, "random": random_row,
             "n_policies": len(weights), "n_extra_br": len(weights) - sum(
                 len(run["weights"]) - 1 for run in runs) - 1}
+
+
+def _extra_br_job(instances: str, p: Ex2psroParams, population: list, sigma: np.ndarray,
+                  seed: int, r: int) -> list:
+    """The evaluation's unregularised SAC best response to one run's final meta-strategy
+    ``sigma`` over its ``population`` (weights; ``None``: uniform), with a learner-step budget
+    of ``eval.extra_br_steps``; it depends on its arguments alone."""
+    from icml25.core.device import set_threads
+    from icml25.pipelines.ex2psro.psro import PSROConfig, make_policy, train_response
+    set_threads(p.num_threads)
+    cfg = _config(p, "none", 1.0)
+    cfg = PSROConfig(**{**cfg.__dict__, "oracle_steps": p.eval.extra_br_steps,
+                        "oracle_episodes": None})
+    br, _ = train_response(_game(p, instances), [make_policy(w) for w in population], sigma, cfg,
+                           seed, desc=f"extra BR {r + 1}")
+    return br
 
 
 EPISODE_METRICS = ("episodes_total", "episodes_oracle", "episodes_estimation", "learner_steps")

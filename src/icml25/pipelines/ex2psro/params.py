@@ -102,6 +102,9 @@ class EvalParams(ParamsModel):
 class Ex2psroParams(ParamsModel):
     seeds: Seeds
     num_threads: int = Field(default=1, ge=0)
+    # processes for a seed shard's PSRO runs, the evaluation's extra best responses and its
+    # cross-evaluation (0: one per CPU core); every result is the same for any number
+    n_workers: int = Field(default=1, ge=0)
     progress: bool = True
     game: GameParams
     psro: PSROParams

@@ -25,6 +25,7 @@ from icml25.pipelines.ex2psro.bargaining import (
     UniformPolicy,
     play_match,
 )
+from icml25.pipelines.ex2psro.bargaining import play_returns as play_returns_pyspiel
 from icml25.pipelines.ex2psro.meta_solver import (
     kl_weight,
     regret,
@@ -271,17 +272,84 @@ def _uniform_net(game, hidden) -> torch.nn.Sequential:
     return net
 
 
-def cross_evaluate(game, policies: list, sims: int, seed: int,
-                   progress: bool = True) -> np.ndarray:
-    """The combined empirical game: U[i, j] over every pair of ``policies`` by simulation."""
-    rng = np.random.default_rng(seed)
+def play_returns(game, a, b, sims: int, rng: np.random.Generator) -> np.ndarray:
+    """Returns (sims x 2: a's, b's) of ``sims`` episodes of ``a`` against ``b``, a's seat drawn
+    50/50 per episode. Bargaining and the stag hunt play the episodes in lockstep, one batched
+    forward pass per policy and step (:func:`bargaining.play_returns`,
+    :meth:`StagHuntGame.play_returns`); a game without a batched player (Harvest) plays them one
+    by one."""
+    seats = rng.integers(2, size=sims)
+    if hasattr(game, "play_returns"):
+        return game.play_returns(a, b, seats, rng)
+    if not hasattr(game, "play_episode"):  # a pyspiel game
+        return play_returns_pyspiel(game, a, b, seats, rng)
+    out = np.empty((sims, 2))
+    for e, seat in enumerate(seats):
+        traj = game.play_episode((a, b) if seat == 0 else (b, a), rng)
+        out[e] = traj.returns[seat], traj.returns[1 - seat]
+    return out
+
+
+def evaluate_entry(game, a, b, sims: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Mean returns (of a, of b) over ``sims`` episodes (:func:`play_returns`): the estimate of
+    :func:`estimate_entry` without trajectories, for the evaluation."""
+    returns = play_returns(game, a, b, sims, rng)
+    return float(returns[:, 0].mean()), float(returns[:, 1].mean())
+
+
+def pair_rng(seed: int, i: int, j: int) -> np.random.Generator:
+    """The random stream of the evaluation's pair (i, j), its own for every pair, so an entry
+    does not depend on which process evaluates it or in which order."""
+    return np.random.default_rng([seed, i, j])
+
+
+_EVAL: dict[str, Any] = {}  # a worker process's game and policies (set once per process)
+
+
+def _set_eval_worker(make_game, policies: list) -> None:
+    _EVAL["game"], _EVAL["policies"] = make_game(), policies
+
+
+def _evaluate_pairs(pairs: list[tuple[int, int]], sims: int, seed: int
+                    ) -> list[tuple[float, float]]:
+    from threadpoolctl import threadpool_limits
+
+    game, policies = _EVAL["game"], _EVAL["policies"]
+    # the lockstep products are small (sims x 309 by 309 x 50): one BLAS thread is fastest,
+    # several on a busy machine many times slower; worker processes give the parallelism
+    with threadpool_limits(1, user_api="blas"):
+        return [evaluate_entry(game, policies[i], policies[j], sims, pair_rng(seed, i, j))
+                for i, j in pairs]
+
+
+def cross_evaluate(make_game, policies: list, sims: int, seed: int, progress: bool = True,
+                   workers: int = 1) -> np.ndarray:
+    """The combined empirical game: U[i, j] over every pair of ``policies`` by simulation.
+
+    ``make_game()`` builds the game (in each worker process too); pair (i, j) draws from its own
+    stream :func:`pair_rng`, so the matrix is the same for any number of ``workers`` (processes;
+    1: this one)."""
+    from icml25.core.workers import chunks, process_map
+
     n = len(policies)
     payoffs = np.zeros((n, n))
     pairs = [(i, j) for i in range(n) for j in range(i, n)]
-    for i, j in tqdm(pairs, desc="cross-evaluation", disable=not progress):
-        a, b = estimate_entry(game, policies[i], policies[j], sims, rng)
-        if i == j:
-            payoffs[i, i] = 0.5 * (a + b)
-        else:
-            payoffs[i, j], payoffs[j, i] = a, b
+    parts = chunks(pairs, workers, per_worker=16 if workers > 1 else 64)
+    jobs = [(part, sims, seed) for part in parts]
+    if workers > 1:
+        results = process_map(_evaluate_pairs, jobs, workers, initializer=_set_eval_worker,
+                              initargs=(make_game, policies))
+    else:
+        _set_eval_worker(make_game, policies)
+        results = (_evaluate_pairs(*job) for job in jobs)
+    bar = tqdm(total=len(pairs), desc="cross-evaluation", disable=not progress)
+    for part, values in zip(parts, results, strict=True):
+        for (i, j), (a, b) in zip(part, values, strict=True):
+            if i == j:
+                payoffs[i, i] = 0.5 * (a + b)
+            else:
+                payoffs[i, j], payoffs[j, i] = a, b
+        bar.update(len(part))
+    bar.close()
+    _EVAL.clear()
     return payoffs

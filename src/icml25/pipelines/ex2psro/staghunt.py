@@ -81,3 +81,37 @@ class StagHuntGame:
             last = (acts[0], acts[1])
         traj.returns = (float(totals[0]), float(totals[1]))
         return traj
+
+    def play_returns(self, a, b, seats: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Returns (n x 2: a's, b's) of ``n = len(seats)`` episodes of ``a`` against ``b``
+        played in lockstep (``a`` in seat ``seats[e]`` of episode ``e``): each round asks each
+        policy once, for a batch, with the observations of :meth:`observation`."""
+        seats = np.asarray(seats, dtype=np.int64)
+        n = len(seats)
+        from icml25.pipelines.ex2psro.bargaining import sample_rows
+
+        legal = np.ones((n, 2), dtype=bool)
+        totals = np.zeros((n, 2))
+        last = None
+        for t in range(self.rounds):
+            acts = np.empty((n, 2), dtype=np.int64)
+            for p in range(2):
+                obs = np.zeros((n, OBS_SIZE), dtype=np.float32)
+                if last is None:
+                    obs[:, 0] = 1.0
+                else:
+                    obs[np.arange(n), 1 + last[:, p]] = 1.0
+                    obs[np.arange(n), 3 + last[:, 1 - p]] = 1.0
+                obs[:, 5] = t / self.rounds
+                a_rows = seats == p
+                for policy, rows in ((a, np.flatnonzero(a_rows)), (b, np.flatnonzero(~a_rows))):
+                    if len(rows):
+                        acts[rows, p] = sample_rows(
+                            policy.batch_probabilities(obs[rows], legal[rows]), rng)
+            stag = acts == STAG
+            other_stag = stag[:, ::-1]
+            totals += np.where(stag, np.where(other_stag, self.stag, self.sucker), self.hare)
+            last = acts
+        mine = np.take_along_axis(totals, seats[:, None], axis=1)[:, 0]
+        theirs = np.take_along_axis(totals, 1 - seats[:, None], axis=1)[:, 0]
+        return np.stack([mine, theirs], axis=1)
