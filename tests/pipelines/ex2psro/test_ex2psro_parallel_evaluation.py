@@ -152,15 +152,21 @@ def _tiny_params(n_workers: int) -> dict:
 
 
 def test_psro_runs_and_evaluation_are_the_same_on_two_processes():
-    from icml25.pipelines.ex2psro.nodes import evaluate_runs, make_instances, run_all_psro
+    from icml25.pipelines.ex2psro.nodes import (
+        evaluate_runs,
+        make_instances,
+        run_all_psro,
+        train_extra_best_responses,
+    )
 
     out = {}
     for n in (1, 2):
         params = _tiny_params(n)
         instances = make_instances(params)
         runs = run_all_psro(instances, params)
-        out[n] = (runs, evaluate_runs(instances, params, runs))
-    (runs1, ev1), (runs2, ev2) = out[1], out[2]
+        brs = train_extra_best_responses(instances, params, runs)
+        out[n] = (runs, brs, evaluate_runs(instances, params, brs, runs))
+    (runs1, brs1, ev1), (runs2, brs2, ev2) = out[1], out[2]
     assert [(r["variant"], r["name"], r["seed"]) for r in runs1] == \
         [(r["variant"], r["name"], r["seed"]) for r in runs2]
     assert len(runs1) == 2 * 2 * 2  # games x methods x seeds
@@ -169,6 +175,12 @@ def test_psro_runs_and_evaluation_are_the_same_on_two_processes():
         for (w1, b1), (w2, b2) in zip(r1["weights"][-1], r2["weights"][-1], strict=True):
             np.testing.assert_array_equal(w1, w2)
             np.testing.assert_array_equal(b1, b2)
+    assert [len(brs1[v]) for v in ("main", "staghunt")] == [4, 4]
+    for v in ("main", "staghunt"):
+        for br1, br2 in zip(brs1[v], brs2[v], strict=True):
+            for (w1, b1), (w2, b2) in zip(br1, br2, strict=True):
+                np.testing.assert_array_equal(w1, w2)
+                np.testing.assert_array_equal(b1, b2)
     np.testing.assert_array_equal(ev1["combined"], ev2["combined"])
     np.testing.assert_array_equal(ev1["variants"]["staghunt"]["combined"],
                                   ev2["variants"]["staghunt"]["combined"])

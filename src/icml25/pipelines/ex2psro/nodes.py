@@ -174,21 +174,56 @@ def _merge_shards(p: Ex2psroParams, shard_runs: tuple[list[dict[str, Any]], ...]
     return merged
 
 
-def evaluate_runs(instances: str, params: dict[str, Any],
-                  *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The main game's evaluation (:func:`evaluate_game`), with each variant's under
-    ``variants``."""
+def _runs_by_game(params: dict[str, Any], shard_runs: tuple[list[dict[str, Any]], ...]
+                  ) -> list[tuple[str, Ex2psroParams, list[dict[str, Any]]]]:
+    """``[(variant, params, runs)]``: each game's runs from every seed shard, in the order one
+    loop over methods and seeds trains them (:func:`_merge_shards`)."""
     games = _games(params)
     stray = sorted({run.get("variant", "main") for runs in shard_runs for run in runs}
                    - {v for v, _ in games})
     if stray:
         raise ValueError(f"ex2psro: PSRO runs of the games {stray} match no entry of "
                          f"params:ex2psro.variants; re-run the seed shards")
+    return [(variant, p, _merge_shards(p, tuple(
+        [r for r in runs if r.get("variant", "main") == variant] for runs in shard_runs)))
+        for variant, p in games]
+
+
+def train_extra_best_responses(instances: str, params: dict[str, Any],
+                               *shard_runs: list[dict[str, Any]]) -> dict[str, list]:
+    """``{variant: [weights]}``: per game, one unregularised SAC best response to each run's
+    final meta-strategy over that run's population (:func:`_extra_br_job`, learner-step budget
+    ``eval.extra_br_steps``; none when it is 0), in run order, on ``n_workers`` processes
+    (each response has its own seed, so the result is the same for any number)."""
+    from icml25.core.workers import process_map, resolve_workers
+    out: dict[str, list] = {}
+    for variant, p, runs in _runs_by_game(params, shard_runs):
+        if p.eval.extra_br_steps == 0:
+            out[variant] = []
+            continue
+        jobs = [(instances, p, [None, *run["weights"][1:]], run["sigma"][-1],
+                 p.eval.seed + 7919 * (r + 1), r) for r, run in enumerate(runs)]
+        workers = resolve_workers(p.n_workers, len(jobs), key="ex2psro.n_workers")
+        if workers > 1:
+            jobs = [(i, q.model_copy(update={"progress": False}), *rest)
+                    for i, q, *rest in jobs]
+        out[variant] = list(tqdm(process_map(_extra_br_job, jobs, workers) if workers > 1
+                                 else (_extra_br_job(*job) for job in jobs),
+                                 total=len(jobs), desc=f"extra best responses ({variant})",
+                                 disable=not p.progress or workers == 1))
+    return out
+
+
+def evaluate_runs(instances: str, params: dict[str, Any], extra_best_responses: dict[str, list],
+                  *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The main game's evaluation (:func:`evaluate_game`), with each variant's under
+    ``variants``."""
     out: dict[str, Any] = {"variants": {}}
-    for variant, p in games:
-        mine = tuple([r for r in runs if r.get("variant", "main") == variant]
-                     for runs in shard_runs)
-        evaluation = evaluate_game(instances, p, *mine)
+    for variant, p, runs in _runs_by_game(params, shard_runs):
+        if variant not in extra_best_responses:
+            raise ValueError(f"ex2psro: no extra best responses for the game {variant!r}; "
+                             f"re-run train_extra_best_responses")
+        evaluation = evaluate_game(instances, p, runs, list(extra_best_responses[variant]))
         if variant == "main":
             out.update(evaluation)
         else:
@@ -196,33 +231,25 @@ def evaluate_runs(instances: str, params: dict[str, Any],
     return out
 
 
-def evaluate_game(instances: str, p: Ex2psroParams,
-                  *shard_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Combined game over every policy of every run of one game (``shard_runs``: the runs of
-    every seed shard) plus one unregularised SAC best response to each run's final
-    meta-strategy; per-iteration welfare and regret curves (regret: exact, from the combined
-    matrix; ``own_regret``: in the run's own empirical game)."""
+def evaluate_game(instances: str, p: Ex2psroParams, runs: list[dict[str, Any]],
+                  extra_best_responses: list) -> dict[str, Any]:
+    """Combined game over every policy of every run of one game (``runs``, in merged order)
+    plus the extra best responses (one per run, :func:`train_extra_best_responses`, or none);
+    per-iteration welfare and regret curves (regret: exact, from the combined matrix;
+    ``own_regret``: in the run's own empirical game)."""
     from icml25.core.device import set_threads
-    from icml25.core.workers import process_map, resolve_workers
+    from icml25.core.workers import resolve_workers
     from icml25.pipelines.ex2psro.psro import cross_evaluate, make_policy
-    runs = _merge_shards(p, shard_runs)
+    if extra_best_responses and len(extra_best_responses) != len(runs):
+        raise ValueError(f"ex2psro: {len(extra_best_responses)} extra best responses for "
+                         f"{len(runs)} runs; re-run train_extra_best_responses")
     set_threads(p.num_threads)
     weights: list = [None]  # index 0: the uniform policy every population starts with
     index = []
     for run in runs:
         index.append([0, *list(range(len(weights), len(weights) + len(run["weights"]) - 1))])
         weights += run["weights"][1:]
-    if p.eval.extra_br_steps > 0:
-        jobs = [(instances, p, [weights[i] for i in index[r]], run["sigma"][-1],
-                 p.eval.seed + 7919 * (r + 1), r) for r, run in enumerate(runs)]
-        workers = resolve_workers(p.n_workers, len(jobs), key="ex2psro.n_workers")
-        if workers > 1:
-            jobs = [(i, q.model_copy(update={"progress": False}), *rest)
-                    for i, q, *rest in jobs]
-        weights += list(tqdm(process_map(_extra_br_job, jobs, workers) if workers > 1
-                             else (_extra_br_job(*job) for job in jobs),
-                             total=len(jobs), desc="extra best responses",
-                             disable=not p.progress or workers == 1))
+    weights += extra_best_responses
     workers = resolve_workers(p.n_workers, len(weights) * (len(weights) + 1) // 2,
                               min_items=64, key="ex2psro.n_workers")
     combined = cross_evaluate(partial(_game, p, instances), [make_policy(w) for w in weights],

@@ -2,8 +2,9 @@
 
 instance set -> PSRO runs, one node per seed shard (namespace ``ex2psro.psro.shard_<k>``; shard
 ``k`` of ``n`` runs every configured method for ``seeds[k::n]``, see :mod:`icml25.core.sweep`;
-the methods are chosen by parameters, so they stay inside the shard) -> combined-game evaluation
-of every shard's runs in method and seed order (with extra unregularised best responses) ->
+the methods are chosen by parameters, so they stay inside the shard) -> one extra unregularised
+best response per run to its final meta-strategy -> combined-game evaluation (cross-simulation) of
+every shard's runs in method and seed order with those responses ->
 metrics, claims and figures. The seed shards are separate nodes, so a parallel runner spreads
 them over its workers.
 """
@@ -35,7 +36,12 @@ def create_pipeline(**kwargs) -> Pipeline:
         *(node(_bind(nodes.run_all_psro, shard=k, n_shards=n), ["ex2psro.instances", P],
                f"{shard}.runs", name="run_psro", namespace=shard, tags=["training"])
           for k, shard in enumerate(shards)),
-        node(nodes.evaluate_runs, ["ex2psro.instances", P, *(f"{s}.runs" for s in shards)],
+        node(nodes.train_extra_best_responses,
+             ["ex2psro.instances", P, *(f"{s}.runs" for s in shards)],
+             "ex2psro.extra_best_responses", name="train_extra_best_responses", namespace=ns,
+             tags=["training"]),
+        node(nodes.evaluate_runs, ["ex2psro.instances", P, "ex2psro.extra_best_responses",
+                                   *(f"{s}.runs" for s in shards)],
              "ex2psro.evaluation", name="evaluate_runs", namespace=ns),
         node(nodes.judge_claims,
              ["ex2psro.evaluation", P, "run_info", "params:claims_confidence"],

@@ -169,7 +169,8 @@ class DiscreteSAC:
             for net, target_net in ((self.q1, self.q1_target), (self.q2, self.q2_target)):
                 for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
                     tp.mul_(1.0 - self.cfg.tau).add_(self.cfg.tau * p)
-        return {"q_loss": float(q_loss), "pi_loss": float(pi_loss), "kl": float(kl)}
+        return {"q_loss": float(q_loss.detach()), "pi_loss": float(pi_loss.detach()),
+                "kl": float(kl)}
 
 
 class ReplayBuffer:
