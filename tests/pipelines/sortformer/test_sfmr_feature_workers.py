@@ -17,14 +17,15 @@ def test_featurising_in_processes_equals_one_process(noise_bank):
     cfg = SimConfig(duration_s=3.0)
     sessions = simulate_split(utterances, SPEAKERS, 16, cfg, seed=3, split="train")
     groups = [g for _, g in sessions.groupby("session", sort=True)]
-    spec = (16, 4, 0.08)
+    spec = (16, 4, 0.08, 24, 0.1)  # n_mels, max_speakers, frame_s, gate bands, floor quantile
     serial = [_featurise(g, audio, *spec) for g in groups]
     parallel = list(_featurise_in_processes(groups, audio, spec, n_jobs=2))  # 16 sessions: 2
     assert len(parallel) == len(serial) == 16
-    for (f1, l1), (f2, l2) in zip(serial, parallel, strict=True):
+    for (f1, l1, s1), (f2, l2, s2) in zip(serial, parallel, strict=True):
         assert f1.dtype == f2.dtype == np.float32
-        assert np.array_equal(f1, f2) and np.array_equal(l1, l2)
-    assert not all(np.array_equal(serial[0][0], f) for f, _ in serial[1:])  # distinct sessions
+        assert np.array_equal(f1, f2) and np.array_equal(l1, l2) and np.array_equal(s1, s2)
+        assert s1.shape == (l1.shape[0],)  # one gate value per label frame
+    assert not all(np.array_equal(serial[0][0], f) for f, _, _ in serial[1:])  # distinct sessions
 
 
 def test_float16_features_give_float32_batches_of_their_values():

@@ -133,23 +133,26 @@ def simulate_sessions(utterances: pd.DataFrame, speakers: pd.DataFrame, params: 
 
 def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: dict[str, Any]
                      ) -> dict[str, dict[str, list]]:
-    """Render every session and compute its log-mel (stored as ``features_dtype``) and 80 ms
-    labels (kept in memory)."""
+    """Render every session and compute its log-mel (stored as ``features_dtype``), 80 ms
+    labels and the band SNR of the speech gate per 80 ms frame (``vad_gate.band_snr_db``; kept
+    in memory)."""
     from icml25.pipelines.sortformer.features import log_mel
     from icml25.pipelines.sortformer.simulator import probe_clip
     p = _params(params)
     audio = _audio(utterances)
     out: dict[str, dict[str, list]] = {}
     groups = list(sessions.groupby(["split", "session"], sort=True))
-    spec = (p.model.n_mels, p.max_speakers, p.frame_s)
+    gate = p.postprocessing.vad_gate
+    spec = (p.model.n_mels, p.max_speakers, p.frame_s, gate.n_bands, gate.floor_quantile)
     featurised = _featurise_in_processes([g for _, g in groups], audio, spec, p.sim.n_jobs)
-    for ((split, name), _), (feats, labels) in tqdm(
+    for ((split, name), _), (feats, labels, snr) in tqdm(
             zip(groups, featurised, strict=True), total=len(groups),
             desc="sortformer: render + features", disable=not p.progress, mininterval=2):
-        d = out.setdefault(split, {"names": [], "feats": [], "labels": []})
+        d = out.setdefault(split, {"names": [], "feats": [], "labels": [], "snr_db": []})
         d["names"].append(name)
         d["feats"].append(feats.astype(p.features_dtype, copy=False))
         d["labels"].append(labels)
+        d["snr_db"].append(snr)
     sim = p.sim
     n_frames = round(sim.duration_s / p.frame_s)
     for i in range(sim.n_train_empty):  # speech-free training clips: silence, white, pink noise
@@ -161,17 +164,41 @@ def compute_features(sessions: pd.DataFrame, utterances: pd.DataFrame, params: d
         d["names"].append(f"train_empty_{i:04d}")
         d["feats"].append(log_mel(clip, p.model.n_mels).astype(p.features_dtype, copy=False))
         d["labels"].append(np.zeros((n_frames, p.max_speakers), np.float32))
+        d["snr_db"].append(_band_snr(clip, n_frames, p))
     return out
 
 
+def _band_snr(clip: np.ndarray, n_frames: int, p: SortformerParams) -> np.ndarray:
+    """The speech gate's band SNR (dB) of each of ``n_frames`` output frames of one clip."""
+    from icml25.pipelines.sortformer.vad_gate import band_snr_db
+    g = p.postprocessing.vad_gate
+    return band_snr_db(clip, n_frames, p.frame_s, g.n_bands, g.floor_quantile)
+
+
+def _gated(probs: list[np.ndarray], snr_db: list[np.ndarray], p: SortformerParams
+           ) -> list[np.ndarray]:
+    """The posteriors the post-processing rules see: every channel 0 in the frames the speech
+    gate (``postprocessing.vad_gate``) calls non-speech; unchanged when the gate is off."""
+    from icml25.pipelines.sortformer.vad_gate import gate_probabilities
+    g = p.postprocessing.vad_gate
+    if not g.enabled:
+        return list(probs)
+    return [gate_probabilities(pr, s, g.threshold_db)
+            for pr, s in zip(probs, snr_db, strict=True)]
+
+
 def _featurise(rows: pd.DataFrame, audio: dict[str, np.ndarray], n_mels: int,
-               max_speakers: int, frame_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """One session's log-mel features and arrival-ordered frame labels (a function of its
-    rows alone: the session's seed is in them)."""
+               max_speakers: int, frame_s: float, n_bands: int, floor_quantile: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One session's log-mel features, arrival-ordered frame labels and the speech gate's band
+    SNR per label frame (a function of its rows alone: the session's seed is in them)."""
     from icml25.pipelines.sortformer.features import log_mel
     from icml25.pipelines.sortformer.simulator import render_session, session_labels
-    return (log_mel(render_session(rows, audio), n_mels),
-            session_labels(rows, max_speakers, frame_s))
+    from icml25.pipelines.sortformer.vad_gate import band_snr_db
+    wav = render_session(rows, audio)
+    labels = session_labels(rows, max_speakers, frame_s)
+    return (log_mel(wav, n_mels), labels,
+            band_snr_db(wav, labels.shape[0], frame_s, n_bands, floor_quantile))
 
 
 _WORKER_AUDIO: dict[str, np.ndarray] = {}
@@ -183,12 +210,12 @@ def _set_worker_audio(audio: dict[str, np.ndarray]) -> None:
     _WORKER_AUDIO.update(audio)
 
 
-def _featurise_chunk(chunk: list[pd.DataFrame], spec: tuple[int, int, float]) -> list:
+def _featurise_chunk(chunk: list[pd.DataFrame], spec: tuple) -> list:
     return [_featurise(rows, _WORKER_AUDIO, *spec) for rows in chunk]
 
 
 def _featurise_in_processes(sessions: list[pd.DataFrame], audio: dict[str, np.ndarray],
-                            spec: tuple[int, int, float], n_jobs: int):
+                            spec: tuple, n_jobs: int):
     """:func:`_featurise` of every session, in order, by ``n_jobs`` worker processes (``0``:
     one per CPU core): the same arrays as one process, as each depends on its rows alone. The
     paper config's ~40,000 sessions of 90 s take 1.3 to 2.3 hours on one core (docs/scale.md)."""
@@ -285,14 +312,17 @@ def _load(entry: Any) -> Diarizer:
     return model.eval()
 
 
-def _scores(probs, labels, names, sessions, pp: PostProcessing, frame_s: float
-            ) -> dict[str, float]:
+def _scores(probs, labels, names, sessions, pp: PostProcessing, frame_s: float,
+            seg_probs=None) -> dict[str, float]:
+    """DER (segments from ``seg_probs``, the gated posteriors, else ``probs``, through ``pp``),
+    count accuracy and the arrival-order F1 of the raw ``probs`` thresholded at 0.5."""
     from icml25.pipelines.sortformer.diarizer_training import arrival_f1
     from icml25.pipelines.sortformer.simulator import session_segments
     by = {n: g for n, g in sessions.groupby("session")}
     refs = [session_segments(by[n]) for n in names]
+    seg_probs = probs if seg_probs is None else seg_probs
     hyps = [probabilities_to_segments(pr, pp, frame_s, float(by[n]["duration_s"].iloc[0]))
-            for pr, n in zip(probs, names, strict=True)]
+            for pr, n in zip(seg_probs, names, strict=True)]
     durs = [float(by[n]["duration_s"].iloc[0]) for n in names]
     out = {}
     for c, tag in ((0.25, "c025"), (0.0, "c0")):
@@ -323,19 +353,35 @@ def _has_overlap(labels: np.ndarray) -> bool:
     return bool((np.asarray(labels).sum(axis=1) >= 2).any())
 
 
-def _val_der(probs, val, sessions, frame_s, pp: PostProcessing) -> float:
-    return _scores(probs, val["labels"], val["names"], sessions, pp, frame_s)["der_c025"]
+def _val_der(probs, seg_probs, val, sessions, frame_s, pp: PostProcessing) -> float:
+    return _scores(probs, val["labels"], val["names"], sessions, pp, frame_s,
+                   seg_probs)["der_c025"]
+
+
+def _diarize_clip(model, clip: np.ndarray, pp: PostProcessing, p: SortformerParams,
+                  gate: bool) -> list:
+    """Segments of one clip: the diarizer's posteriors, gated when ``gate``, through ``pp``."""
+    from icml25.pipelines.sortformer.diarizer_training import infer
+    from icml25.pipelines.sortformer.features import SAMPLE_RATE, log_mel
+    n = round(len(clip) / SAMPLE_RATE / p.frame_s)
+    probs = infer(model, [log_mel(clip, p.model.n_mels)], [n])[0]
+    if gate:
+        probs = _gated([probs], [_band_snr(clip, n, p)], p)[0]
+    return probabilities_to_segments(probs, pp, p.frame_s, len(clip) / SAMPLE_RATE)
 
 
 def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFrame,
                        params: dict[str, Any], *models: dict[str, Any], n_shards: int = 1
                        ) -> pd.DataFrame:
     """Tune post-processing on val per model, then DER/F1/count accuracy on the test splits;
-    ``models`` holds every variant's ``n_shards`` seed shards (:func:`_merge_model_shards`)."""
+    ``models`` holds every variant's ``n_shards`` seed shards (:func:`_merge_model_shards`).
+    With the speech gate on (``postprocessing.vad_gate``) the knobs are tuned on the gated
+    posteriors, and the same model is also scored without the gate (its knobs tuned again on
+    val): ``der_*_nogate`` and ``probe_segments_nogate`` measure what the gate changes."""
     from icml25.core.device import set_threads
     from icml25.pipelines.sortformer.diarizer_training import infer
-    from icml25.pipelines.sortformer.features import SAMPLE_RATE, log_mel
     p = _params(params)
+    gate_on = p.postprocessing.vad_gate.enabled
     set_threads(p.num_threads)
     rows = []
     jobs = [(key, bundle[key]) for bundle in _merge_model_shards(models, n_shards)
@@ -346,9 +392,13 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
         meta = (entry() if callable(entry) else entry)["metadata"]
         nf = {s: [y.shape[0] for y in features[s]["labels"]] for s in ("val", *EVAL_SPLITS)}
         vprobs = infer(model, val["feats"], nf["val"])
+        search_seed = p.postprocessing.seed + meta["seed"]
         pp, val_der = random_search(
-            partial(_val_der, vprobs, val, sessions, p.frame_s), p.postprocessing.n_trials,
-            p.postprocessing.seed + meta["seed"])
+            partial(_val_der, vprobs, _gated(vprobs, val["snr_db"], p), val, sessions,
+                    p.frame_s), p.postprocessing.n_trials, search_seed)
+        pp_off = pp if not gate_on else random_search(
+            partial(_val_der, vprobs, vprobs, val, sessions, p.frame_s),
+            p.postprocessing.n_trials, search_seed)[0]
         robust = {}
         if p.robustness.enabled:
             twins = [infer(model, features[k]["feats"],
@@ -357,24 +407,29 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
             robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
                                                          twins[1],
                                                          features["swap_twin"]["labels"])}
-            robust |= _probe_scores(lambda clip, model=model, pp=pp: probabilities_to_segments(
-                infer(model, [log_mel(clip, p.model.n_mels)],
-                      [round(len(clip) / SAMPLE_RATE / p.frame_s)])[0], pp, p.frame_s,
-                len(clip) / SAMPLE_RATE), p)
+            robust |= _probe_scores(partial(_diarize_clip, model, pp=pp, p=p, gate=gate_on), p)
+            off = robust if not gate_on else _probe_scores(
+                partial(_diarize_clip, model, pp=pp_off, p=p, gate=False), p)
+            robust["probe_segments_nogate"] = float(np.mean(
+                [off[f"probe_segments_{k}"] for k in ("silence", "white", "pink")]))
         for split in EVAL_SPLITS:
             d = features[split]
             probs = infer(model, d["feats"], nf[split])
-            s = _scores(probs, d["labels"], d["names"], sessions, pp, p.frame_s)
+            s = _scores(probs, d["labels"], d["names"], sessions, pp, p.frame_s,
+                        _gated(probs, d["snr_db"], p))
             raw = _scores(probs, d["labels"], d["names"], sessions, PostProcessing(), p.frame_s)
+            off = s if not gate_on else _scores(probs, d["labels"], d["names"], sessions,
+                                                pp_off, p.frame_s)
             rows.append({"variant": meta["variant"], "seed": meta["seed"], "split": split,
                          **s, "der_c025_nopp": raw["der_c025"], "val_der_c025": val_der,
+                         "der_c025_nogate": off["der_c025"], "der_c0_nogate": off["der_c0"],
                          "pp": json.dumps(pp.to_dict()), **robust})
     return pd.DataFrame(rows)
 
 
 #: metrics of the robustness checks (``robustness.enabled``), one value per model
 ROBUST_METRICS = ("swap_order_rate", "probe_segments_silence", "probe_segments_white",
-                  "probe_segments_pink", "probe_speech_ratio")
+                  "probe_segments_pink", "probe_speech_ratio", "probe_segments_nogate")
 
 
 def _in_arrival_order(probs: np.ndarray, labels: np.ndarray) -> bool:
@@ -464,6 +519,8 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
                                                      twins[1], features["swap_twin"]["labels"])}
         robust |= _probe_scores(lambda clip: frames_to_segments(
             cluster_diarize(clip, threshold=best, **kw), p.frame_s), p)
+        robust["probe_segments_nogate"] = float(np.mean(  # it has no gate: its own VAD only
+            [robust[f"probe_segments_{k}"] for k in ("silence", "white", "pink")]))
     oracle_robust = {}
     if p.robustness.enabled:  # the number of speakers is given: the speech-free probes do not apply
         twins = []
@@ -622,7 +679,7 @@ def merge_cpwer_tables(*shard_tables: pd.DataFrame) -> pd.DataFrame:
 def _diar_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
     names = ["der_c025", "der_c0", "miss_c0", "false_alarm_c0", "confusion_c0",
              "der_c025_overlap", "der_c025_nopp", "count_accuracy", "f1_pil", "f1_ats", "f1_gap",
-             "f1_gap_overlap"]
+             "f1_gap_overlap", "der_c025_nogate", "der_c0_nogate"]
     out: dict[str, dict[str, list[float]]] = {}
     for variant, g in table.groupby("variant", sort=False):
         d = out.setdefault(str(variant), {})
@@ -704,6 +761,7 @@ def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
     report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
                             extra={"session_stats": stats, "claims_not_run": not_run,
                                    "audio_check": audio_check or {"enabled": False},
+                                   "vad_gate": p.postprocessing.vad_gate.model_dump(),
                                    "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp
                                                        for r in der_table.itertuples()
                                                        if r.split == "test"}})
@@ -953,6 +1011,7 @@ def check_audio(utterances: pd.DataFrame, speakers: pd.DataFrame, der_table: pd.
                                  f"{meta['variant']} seed {meta['seed']}")
             pp = PostProcessing(**json.loads(row["pp"].iloc[0]))
             probs = infer(_load(entry), [feats], [output_frames(feats.shape[0])])[0]
+            probs = _gated([probs], [_band_snr(wav, probs.shape[0], p)], p)[0]
             hyp = probabilities_to_segments(probs, pp, p.frame_s, duration)
             results.setdefault(meta["variant"], {})[f"seed_{meta['seed']}"] = score(hyp)
             rttm.setdefault(meta["variant"], write_rttm(hyp, "audio_check"))

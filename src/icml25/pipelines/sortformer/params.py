@@ -133,9 +133,21 @@ class OptimParams(ParamsModel):
     grad_clip: float = Field(default=1.0, gt=0)
 
 
+class VadGateParams(ParamsModel):
+    """The band-SNR speech gate on the posteriors (``vad_gate.py``): frames whose spectrum rises
+    less than ``threshold_db`` above the recording's per-band ``floor_quantile`` noise floor get
+    probability 0 before the post-processing rules."""
+
+    enabled: bool = True
+    threshold_db: float = Field(default=4.0, gt=0, le=40)
+    floor_quantile: float = Field(default=0.1, ge=0, lt=1)
+    n_bands: int = Field(default=24, ge=1, le=128)
+
+
 class PostProcessingParams(ParamsModel):
     n_trials: int = Field(default=20, ge=0)
     seed: int = Field(default=0, ge=0)
+    vad_gate: VadGateParams = VadGateParams()
 
 
 class ClusteringParams(ParamsModel):
