@@ -118,14 +118,18 @@ def test_uniform_stag_hunt_welfare_matches_the_closed_form():
     assert abs(welfare.mean() - 50.0) < 5 * welfare.std() / np.sqrt(len(welfare))
 
 
-@pytest.mark.parametrize("which", ["bargaining", "staghunt"])
+@pytest.mark.parametrize("which", ["bargaining", "staghunt", "harvest"])
 def test_cross_evaluation_is_the_same_on_two_processes(which):
+    from icml25.pipelines.ex2psro.harvest import HarvestGame
+
     if which == "bargaining":
         make_game = partial(load_game, "bargaining", 0.99, EX2PSRO_INSTANCES)
-        n_obs, n_act = 309, 121
-    else:
+    elif which == "staghunt":
         make_game = partial(StagHuntGame, 10)
-        n_obs, n_act = 6, 2
+    else:  # no batched player: episodes one at a time, from the same per-pair streams
+        make_game = partial(HarvestGame, "dense", 12)
+    game = make_game()
+    n_obs, n_act = game.information_state_tensor_shape()[0], game.num_distinct_actions()
     policies = [UniformPolicy(), *(_mlp(n_obs, n_act, s, 0.5) for s in range(4))]
     one = cross_evaluate(make_game, policies, 6, 99, progress=False, workers=1)
     two = cross_evaluate(make_game, policies, 6, 99, progress=False, workers=2)
