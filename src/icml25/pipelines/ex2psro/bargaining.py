@@ -147,6 +147,17 @@ def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum(actions, last)
 
 
+def sample_pair(a: Policy, b: Policy, a_acts: np.ndarray, obs: np.ndarray, legal: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
+    """One action per row of a lockstep step: ``a`` acts in the rows where ``a_acts`` is true,
+    ``b`` in the others, each policy asked once for its rows (``a``'s rows drawn first)."""
+    actions = np.empty(len(a_acts), dtype=np.int64)
+    for policy, rows in ((a, np.flatnonzero(a_acts)), (b, np.flatnonzero(~a_acts))):
+        if len(rows):
+            actions[rows] = sample_rows(policy.batch_probabilities(obs[rows], legal[rows]), rng)
+    return actions
+
+
 @dataclass
 class Trajectory:
     """One episode: per decision the acting player, its information state, legal mask, action."""
@@ -219,12 +230,7 @@ def play_returns(game, a: Policy, b: Policy, seats: np.ndarray,
             legal = np.zeros((len(deciding), n_actions), dtype=bool)
             for row, e in enumerate(deciding):
                 legal[row, states[e].legal_actions()] = True
-            actions = np.empty(len(deciding), dtype=np.int64)
-            a_acts = players == seats[deciding]
-            for policy, rows in ((a, np.flatnonzero(a_acts)), (b, np.flatnonzero(~a_acts))):
-                if len(rows):
-                    actions[rows] = sample_rows(policy.batch_probabilities(obs[rows], legal[rows]),
-                                                rng)
+            actions = sample_pair(a, b, players == seats[deciding], obs, legal, rng)
             for e, action in zip(deciding, actions, strict=True):
                 states[e].apply_action(int(action))
         active = [e for e in active if not states[e].is_terminal()]

@@ -137,21 +137,26 @@ def run_all_psro(instances: str, params: dict[str, Any], shard: int = 0,
     method by method; no run when the shard has no seed. A run depends on its game, method and
     seed alone (the game keeps no state between episodes), so the shards may run in any order
     and a shard's runs on ``n_workers`` processes, with the same results."""
-    from icml25.core.workers import process_map, resolve_workers
     games = _games(params)
     seeds = shard_seeds(games[0][1].seeds, shard, n_shards)
     if not seeds:
         return []
     jobs = [(instances, p, variant, name, seed)
             for variant, p in games for name in p.methods for seed in seeds]
-    workers = resolve_workers(games[0][1].n_workers, len(jobs), key="ex2psro.n_workers")
+    return _map_jobs(_psro_job, jobs, games[0][1], f"PSRO runs of seed shard {shard}")
+
+
+def _map_jobs(func, jobs: list[tuple], p: Ex2psroParams, desc: str) -> list:
+    """``func(*job)`` for every job ``(instances, params, ...)``, in order, on ``p.n_workers``
+    processes (:func:`icml25.core.workers.resolve_workers`). In the processes each job's own
+    progress bars are off, and one bar counts the finished jobs instead."""
+    from icml25.core.workers import process_map, resolve_workers
+    workers = resolve_workers(p.n_workers, len(jobs), key="ex2psro.n_workers")
     if workers == 1:
-        return [_psro_job(*job) for job in jobs]
-    # one bar over the runs instead of one per run and process
-    quiet = [(i, p.model_copy(update={"progress": False}), *rest) for i, p, *rest in jobs]
-    return list(tqdm(process_map(_psro_job, quiet, workers), total=len(jobs),
-                     desc=f"PSRO runs of seed shard {shard} ({workers} processes)",
-                     disable=not games[0][1].progress))
+        return [func(*job) for job in jobs]
+    quiet = [(i, q.model_copy(update={"progress": False}), *rest) for i, q, *rest in jobs]
+    return list(tqdm(process_map(func, quiet, workers), total=len(jobs),
+                     desc=f"{desc} ({workers} processes)", disable=not p.progress))
 
 
 def _merge_shards(p: Ex2psroParams, shard_runs: tuple[list[dict[str, Any]], ...]
@@ -195,7 +200,6 @@ def train_extra_best_responses(instances: str, params: dict[str, Any],
     final meta-strategy over that run's population (:func:`_extra_br_job`, learner-step budget
     ``eval.extra_br_steps``; none when it is 0), in run order, on ``n_workers`` processes
     (each response has its own seed, so the result is the same for any number)."""
-    from icml25.core.workers import process_map, resolve_workers
     out: dict[str, list] = {}
     for variant, p, runs in _runs_by_game(params, shard_runs):
         if p.eval.extra_br_steps == 0:
@@ -203,14 +207,7 @@ def train_extra_best_responses(instances: str, params: dict[str, Any],
             continue
         jobs = [(instances, p, [None, *run["weights"][1:]], run["sigma"][-1],
                  p.eval.seed + 7919 * (r + 1), r) for r, run in enumerate(runs)]
-        workers = resolve_workers(p.n_workers, len(jobs), key="ex2psro.n_workers")
-        if workers > 1:
-            jobs = [(i, q.model_copy(update={"progress": False}), *rest)
-                    for i, q, *rest in jobs]
-        out[variant] = list(tqdm(process_map(_extra_br_job, jobs, workers) if workers > 1
-                                 else (_extra_br_job(*job) for job in jobs),
-                                 total=len(jobs), desc=f"extra best responses ({variant})",
-                                 disable=not p.progress or workers == 1))
+        out[variant] = _map_jobs(_extra_br_job, jobs, p, f"extra best responses ({variant})")
     return out
 
 

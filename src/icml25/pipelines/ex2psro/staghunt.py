@@ -88,7 +88,7 @@ class StagHuntGame:
         policy once, for a batch, with the observations of :meth:`observation`."""
         seats = np.asarray(seats, dtype=np.int64)
         n = len(seats)
-        from icml25.pipelines.ex2psro.bargaining import sample_rows
+        from icml25.pipelines.ex2psro.bargaining import sample_pair
 
         legal = np.ones((n, 2), dtype=bool)
         totals = np.zeros((n, 2))
@@ -103,11 +103,7 @@ class StagHuntGame:
                     obs[np.arange(n), 1 + last[:, p]] = 1.0
                     obs[np.arange(n), 3 + last[:, 1 - p]] = 1.0
                 obs[:, 5] = t / self.rounds
-                a_rows = seats == p
-                for policy, rows in ((a, np.flatnonzero(a_rows)), (b, np.flatnonzero(~a_rows))):
-                    if len(rows):
-                        acts[rows, p] = sample_rows(
-                            policy.batch_probabilities(obs[rows], legal[rows]), rng)
+                acts[:, p] = sample_pair(a, b, seats == p, obs, legal, rng)
             stag = acts == STAG
             other_stag = stag[:, ::-1]
             totals += np.where(stag, np.where(other_stag, self.stag, self.sucker), self.hare)
