@@ -44,15 +44,13 @@ screenshots: install  ## docs/screenshots from the browser tests on a default-sc
 PAPER_CHECK_SKIP ?=
 PAPER_CHECK_ROOMS ?= $(filter-out $(PAPER_CHECK_SKIP),$(sort $(patsubst conf/paper_check/parameters_%.yml,%,$(wildcard conf/paper_check/parameters_*.yml))))
 
-# One paper at a time: torch uses every core where a room's conf/paper_check sets num_threads: 0;
-# numpy's and scipy's OpenBLAS stay on one thread, so the data generators' measured rates are
-# one-core rates (docs/scale.md).
+# icml25.core.paper_check_run: the rooms whose dry run declares one core (paper_check.<name>.cores: 1)
+# run first, one per core, each process pinned to its core; then the rooms that use every core
+# (num_threads: 0), one at a time. numpy's and scipy's OpenBLAS stay on one thread throughout, so
+# the data generators' measured rates are one-core rates (docs/scale.md).
 paper-check: install  ## CPU dry run of every paper config (docs/scale.md), then its table
 	@bash scripts/system_packages.sh paper
-	@for room in $(PAPER_CHECK_ROOMS); do \
-	  echo "== paper-check: $$room"; \
-	  OPENBLAS_NUM_THREADS=1 $(BIN)/kedro run --pipeline=$$room --env=paper_check || exit 1; \
-	done
+	$(BIN)/python -m icml25.core.paper_check_run --rooms $(PAPER_CHECK_ROOMS)
 	$(BIN)/python -m icml25.core.paper_check_table
 
 paper-check-test: install  ## wavetoken's dry run as a test (2-7 min; also in test-full)
