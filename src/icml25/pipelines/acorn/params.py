@@ -66,6 +66,9 @@ class DataParams(ParamsModel):
     n_ood: int = Field(ge=0, description="items per task (los, multipath, doa) with sirens")
     #: every test Doppler scene also rendered with the opposite speed (symmetry metrics)
     doppler_mirror: bool = True
+    #: the train split's Doppler scenes as mirror pairs (v and -v, same source and noise; the
+    #: count n_train.doppler unchanged): the approaching/receding physics as augmentation
+    doppler_mirror_train: bool = False
     seed: int = Field(ge=0)
     #: processes that render the clips (0: one per CPU core); the clips do not depend on it
     n_jobs: int = Field(default=1, ge=0)

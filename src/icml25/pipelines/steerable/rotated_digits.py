@@ -69,6 +69,16 @@ def make_rotated_splits(images: np.ndarray, labels: np.ndarray, n_train: int, n_
         raise DigitDataError(f"n_train + n_val + n_test = {n_train + n_val + n_test} exceeds "
                              f"the {n} images available")
     parts = stratified_split(labels, [n_train / n, n_val / n, n_test / n], seed)
+    classes = np.unique(labels)
+    for split, count, idx in zip(SPLITS, (n_train, n_val, n_test), parts, strict=True):
+        missing = np.setdiff1d(classes, labels[idx])
+        if missing.size:
+            # accuracy over a split without every digit, and early stopping on such a val
+            # split, would describe another task
+            raise DigitDataError(
+                f"steerable.data.n_{split} = {count}: the stratified split gives the {split} "
+                f"split no image of digit(s) {missing.tolist()}; each split needs at least one "
+                f"image per digit (n_{split} >= {classes.size}, more where a digit is rare)")
     rng = np.random.default_rng(seed)
     angles = rng.uniform(0.0, 2 * np.pi, size=n)  # one fixed angle per source image
     out: dict[str, np.ndarray] = {}
