@@ -301,7 +301,18 @@ def test_symmetry_metrics_of_an_exactly_equivariant_predictor():
                    "doa_delay_change": 0.0, "doa_channel_delay_error": 0.0,
                    "doppler_reverse_change": 0.0, "doppler_unknown_source_mae_f": 0.5,
                    "doppler_mirror_sign_flip": 1.0, "doppler_mirror_error": 0.0,
-                   "doppler_sign_acc_approaching": 1.0, "doppler_sign_acc_receding": 1.0}
+                   "doppler_sign_acc_approaching": 1.0, "doppler_sign_acc_receding": 1.0,
+                   "doppler_sign_acc_resolved": 1.0, "doppler_mirror_sign_flip_resolved": 1.0}
+    # a wrong sign on the small shift (|-1.0| < RESOLVED_SHIFT) counts against the plain sign
+    # checks only; on the 2-point pair it counts against the resolved ones too
+    small = [r if (r["split"], r["item"]) != ("test", 5) else {**r, "pred": 0.5} for r in rows]
+    got = symmetry_metrics(meta, pd.DataFrame(small), max_tdoa=9.33)
+    assert got["doppler_sign_acc_receding"] == 0.5 and got["doppler_mirror_sign_flip"] == 0.5
+    assert got["doppler_sign_acc_resolved"] == got["doppler_mirror_sign_flip_resolved"] == 1.0
+    big = [r if (r["split"], r["item"]) != ("mirror", 6) else {**r, "pred": 0.3} for r in rows]
+    got = symmetry_metrics(meta, pd.DataFrame(big), max_tdoa=9.33)
+    assert got["doppler_sign_acc_resolved"] == 0.5
+    assert got["doppler_mirror_sign_flip_resolved"] == 0.0
     # a predictor that ignores the swap: error 2|tau|, no side flips; the 8.5-sample item is
     # left out of the +2 delay (|8.5 + 2| > 9.33)
     rows = [r if r["split"] != "sym_swap" else {**r, "pred": tau[r["item"]]} for r in rows]

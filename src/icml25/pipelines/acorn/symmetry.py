@@ -21,7 +21,10 @@ the physics says it must be:
   flips; ``doppler_mirror_sign_flip`` = share of pairs with opposite predicted signs,
   ``doppler_mirror_error`` = mean |(f(x) + f(mirror x)) − (y + y_mirror)|,
   ``doppler_sign_acc_approaching`` / ``_receding`` = sign accuracy on the test ∪ mirror items
-  whose true shift is positive / negative.
+  whose true shift is positive / negative. A regressor whose error is about a point cannot
+  tell the sign of a shift smaller than that, so the same two checks are also reported on the
+  *resolved* shifts, |Δf| >= :data:`RESOLVED_SHIFT` points (about 7 m/s):
+  ``doppler_mirror_sign_flip_resolved`` and ``doppler_sign_acc_resolved``.
 - unknown source type (Doppler): every test item fed with the "unknown source type" token in
   place of its catalogue name; ``doppler_unknown_source_mae_f``.
 """
@@ -39,7 +42,10 @@ SPLITS = ("sym_swap", "sym_reverse", "sym_delay", *(f"sym_icd{d:+d}" for d in CH
           "sym_unknown")
 #: metrics where higher is better
 HIGHER = ("doa_swap_side_flip", "doppler_mirror_sign_flip", "doppler_sign_acc_approaching",
-          "doppler_sign_acc_receding")
+          "doppler_sign_acc_receding", "doppler_mirror_sign_flip_resolved",
+          "doppler_sign_acc_resolved")
+#: the smallest |Doppler shift| (percentage points) the *_resolved sign checks count
+RESOLVED_SHIFT = 2.0
 
 
 def delay(audio: torch.Tensor, samples: int, channel: int | None = None) -> torch.Tensor:
@@ -128,8 +134,13 @@ def symmetry_metrics(meta: pd.DataFrame, preds: pd.DataFrame, max_tdoa: float
                     (f_x + m.to_numpy()) - (y_x + y_m))))
                 pred = np.concatenate([f_x, m.to_numpy()])
                 true = np.concatenate([y_x, y_m])
-                for name, sel in (("approaching", true > 0), ("receding", true < 0)):
+                for name, sel in (("approaching", true > 0), ("receding", true < 0),
+                                  ("resolved", np.abs(true) >= RESOLVED_SHIFT)):
                     if sel.any():
                         out[f"doppler_sign_acc_{name}"] = float(np.mean(
                             np.sign(pred[sel]) == np.sign(true[sel])))
+                big = np.abs(y_x) >= RESOLVED_SHIFT
+                if big.any():
+                    out["doppler_mirror_sign_flip_resolved"] = float(np.mean(
+                        np.sign(f_x[big]) * np.sign(m.to_numpy()[big]) < 0))
     return out
