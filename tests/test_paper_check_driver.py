@@ -111,7 +111,13 @@ def test_one_core_rooms_run_side_by_side_pinned_then_the_rest_alone(tmp_path, mo
     summary = json.loads((project / run.DATA_ROOT / "paper_check_run.json").read_text())
     assert [r["room"] for r in summary["rooms"]] == ["b", "c", "a", "d"]
     assert all(r["returncode"] == 0 for r in summary["rooms"])
-    assert "4 papers in" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "4 papers in" in out
+    # each room says when it starts and how it ended, with where it ran
+    assert "== paper-check: a: started (every core)" in out
+    assert "== paper-check: a: ok in" in out
+    if len(cpus) >= 2:
+        assert "b: started (one core, cpu" in out
 
 
 def test_one_lane_runs_everything_one_at_a_time_unpinned(tmp_path, monkeypatch):

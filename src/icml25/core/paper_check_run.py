@@ -115,12 +115,13 @@ def _run(job: Job, project: Path, logs: Path, core: int | None) -> None:
     job.core = core
     pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     cmd = _command(job.room)
+    where = f"one core, cpu {core}" if core is not None else "every core"
+    print(f"== paper-check: {job.room}: started ({where})", flush=True)
     start = time.perf_counter()
     with job.log.open("w") as out:
         job.returncode = subprocess.call(cmd, cwd=project, env=env, stdout=out,
                                          stderr=subprocess.STDOUT, preexec_fn=pin)
     job.wall = time.perf_counter() - start
-    where = f"one core, cpu {core}" if core is not None else "every core"
     status = "ok" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
     print(f"== paper-check: {job.room}: {status} in {job.wall:.1f} s ({where}); log {job.log}",
           flush=True)
