@@ -113,14 +113,18 @@ def _run(job: Job, project: Path, logs: Path, core: int | None) -> None:
     if job.one_core:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     job.core = core
-    pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     cmd = _command(job.room)
     where = f"one core, cpu {core}" if core is not None else "every core"
     print(f"== paper-check: {job.room}: started ({where})", flush=True)
     start = time.perf_counter()
     with job.log.open("w") as out:
-        job.returncode = subprocess.call(cmd, cwd=project, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT, preexec_fn=pin)
+        proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if core is not None:
+            # pinned from here (preexec_fn is unsafe with the lanes' threads); the interpreter
+            # has started no thread of its own yet, and every later thread and child inherits it
+            with contextlib.suppress(ProcessLookupError):   # it has already exited
+                os.sched_setaffinity(proc.pid, {core})
+        job.returncode = proc.wait()
     job.wall = time.perf_counter() - start
     status = "ok" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
     print(f"== paper-check: {job.room}: {status} in {job.wall:.1f} s ({where}); log {job.log}",
