@@ -150,3 +150,18 @@ def test_skip_and_unknown_rooms(tmp_path, monkeypatch, capsys):
     assert run.main(["--project", str(project), "--rooms", "zz"]) == 2
     assert "no dry-run config for ['zz']" in capsys.readouterr().err
     assert run.main(["--project", str(project), "--lanes", "0"]) == 2
+
+
+def test_without_cpu_affinity_the_lanes_run_side_by_side_unpinned(tmp_path, monkeypatch, capsys):
+    """Where the OS has no CPU affinity calls (macOS), one-core rooms still share the machine
+    two at a time, without pinning."""
+    cpus = sorted(os.sched_getaffinity(0))
+    project = _project(tmp_path, {"b": True, "c": True})
+    monkeypatch.setattr(run, "_command", _fake_room(tmp_path, set()))
+    monkeypatch.setattr(run, "_init_store", lambda loader: None)
+    monkeypatch.delattr(run.os, "sched_setaffinity")
+    assert run.main(["--project", str(project), "--lanes", "2"]) == 0
+    b, c = (json.loads((tmp_path / f"{r}.json").read_text()) for r in "bc")
+    assert b["cpus"] == c["cpus"] == cpus
+    assert b["start"] < c["end"] and c["start"] < b["end"]
+    assert "b: started (one core, not pinned)" in capsys.readouterr().out

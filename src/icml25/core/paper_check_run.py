@@ -114,7 +114,8 @@ def _run(job: Job, project: Path, logs: Path, core: int | None) -> None:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     job.core = core
     cmd = _command(job.room)
-    where = f"one core, cpu {core}" if core is not None else "every core"
+    where = (f"one core, cpu {core}" if core is not None
+             else "one core, not pinned" if job.one_core else "every core")
     print(f"== paper-check: {job.room}: started ({where})", flush=True)
     start = time.perf_counter()
     with job.log.open("w") as out:
@@ -178,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     rooms = [r for r in covered if r in wanted and r not in skip]
-    cpus = sorted(os.sched_getaffinity(0))
+    # CPU affinity is Linux's: elsewhere (macOS) the lanes run side by side unpinned
+    can_pin = hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")
+    cpus = sorted(os.sched_getaffinity(0)) if can_pin else list(range(os.cpu_count() or 1))
     lanes = args.lanes if args.lanes is not None else len(cpus)
     if lanes < 1:
         print(f"paper-check: --lanes: got {lanes}; expected >= 1", file=sys.stderr)
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     width = max(1, min(lanes, len(first)))
     # one lane: nothing beside it, no pinning; more lanes than CPUs: not pinned either
-    cores: list[int | None] = (list(cpus[:width]) if 1 < width <= len(cpus)
+    cores: list[int | None] = (list(cpus[:width]) if can_pin and 1 < width <= len(cpus)
                                else [None] * width)
     if width > 1:
         _init_store(loader)
