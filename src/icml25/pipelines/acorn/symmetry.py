@@ -123,16 +123,16 @@ def symmetry_metrics(meta: pd.DataFrame, preds: pd.DataFrame, max_tdoa: float
         mir = _series(preds, "mirror", "doppler")
         if len(mirror) and len(mir):
             pair = mirror.set_index("item")["mirror_of"].astype(int)
-            m = mir.reindex(pair.index)
-            if m.notna().all():
+            m_series = mir.reindex(pair.index)
+            if m_series.notna().all():
+                m = m_series.to_numpy()
                 f_x = dop.reindex(pair.to_numpy()).to_numpy()
                 y_x = labels.loc[pair.to_numpy()].to_numpy(dtype=float)
                 y_m = labels.loc[pair.index].to_numpy(dtype=float)
-                out["doppler_mirror_sign_flip"] = float(np.mean(
-                    np.sign(f_x) * np.sign(m.to_numpy()) < 0))
-                out["doppler_mirror_error"] = float(np.mean(np.abs(
-                    (f_x + m.to_numpy()) - (y_x + y_m))))
-                pred = np.concatenate([f_x, m.to_numpy()])
+                flips = np.sign(f_x) * np.sign(m) < 0
+                out["doppler_mirror_sign_flip"] = float(np.mean(flips))
+                out["doppler_mirror_error"] = float(np.mean(np.abs((f_x + m) - (y_x + y_m))))
+                pred = np.concatenate([f_x, m])
                 true = np.concatenate([y_x, y_m])
                 for name, sel in (("approaching", true > 0), ("receding", true < 0),
                                   ("resolved", np.abs(true) >= RESOLVED_SHIFT)):
@@ -141,6 +141,5 @@ def symmetry_metrics(meta: pd.DataFrame, preds: pd.DataFrame, max_tdoa: float
                             np.sign(pred[sel]) == np.sign(true[sel])))
                 big = np.abs(y_x) >= RESOLVED_SHIFT
                 if big.any():
-                    out["doppler_mirror_sign_flip_resolved"] = float(np.mean(
-                        np.sign(f_x[big]) * np.sign(m.to_numpy()[big]) < 0))
+                    out["doppler_mirror_sign_flip_resolved"] = float(np.mean(flips[big]))
     return out
