@@ -86,13 +86,17 @@ def _last_walls(project: Path, rooms: list[str]) -> dict[str, float]:
     return walls
 
 
-def _init_store(loader: Any) -> None:
-    """Create the dry runs' MLflow store and its tables once, before several dry runs open it
-    at once (each room then writes its own experiment; SQLite serialises their writes)."""
-    import mlflow
+def _init_store(project: Path) -> None:
+    """Set up the dry runs' MLflow store once, before several dry runs open it at once: a Kedro
+    context of ``--env=paper_check`` lets kedro-mlflow create the store's tables and its
+    configured experiment (each dry run would otherwise race to create that same experiment;
+    each room then logs to an experiment of its own, and SQLite serialises their writes)."""
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
 
-    uri = loader["mlflow"]["server"]["mlflow_tracking_uri"]
-    mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    bootstrap_project(project)
+    with KedroSession.create(project_path=project, env="paper_check") as session:
+        session.load_context()
 
 
 def _tail(path: Path, n: int = TAIL_LINES) -> str:
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     cores: list[int | None] = (list(cpus[:width]) if can_pin and 1 < width <= len(cpus)
                                else [None] * width)
     if width > 1:
-        _init_store(loader)
+        _init_store(project)
     print(f"== paper-check: {len(rooms)} papers; {len(first)} one-core dry runs {width} at a "
           f"time, then {len(rest)} on every core one at a time", flush=True)
     failed = threading.Event()
