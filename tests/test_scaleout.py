@@ -120,8 +120,7 @@ def test_local_cluster_workers_keep_glibc_adaptive_malloc_and_one_thread(caplog)
 def _variants(room: str) -> list[str]:
     """The names a room fans its seeds out under (``<room>.<name>.shard_<k>``)."""
     if room == "ctbench":
-        from icml25.pipelines.ctbench.certified_training import METHODS
-        from icml25.pipelines.ctbench.params import SETTINGS
+        from icml25.pipelines.ctbench.params import METHODS, SETTINGS
         return ["standard", *(f"{s}.{m}" for s in SETTINGS for m in METHODS if m != "standard")]
     if room == "softshape":  # the ablations and baselines are chosen by parameters
         return ["softshape", "ablations", "baselines"]

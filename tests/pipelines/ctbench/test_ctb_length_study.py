@@ -55,19 +55,43 @@ def test_cell_params_change_only_seed_schedule_and_settings():
 
 
 def test_cells_from_run_reads_per_seed_values_in_seed_order():
+    variants = {"ibp": ("ibp", 120), "crown_ibp": ("crown_ibp", 120), "sabr": ("sabr", 120),
+                "mtl_ibp": ("mtl_ibp", 480), "mtl_ibp_equal": ("mtl_ibp", 120)}
     per_seed = {m: {"cert_acc_eps0_1": [70.0 + i, 71.0 + i], "nat_acc_eps0_1": [90.0, 91.0]}
-                for i, m in enumerate(ls.METHODS)}
+                for i, m in enumerate(variants)}
     metrics = {"run": {"seeds": [0, 1], "commit": "abc1234"}, "per_seed": per_seed}
-    cells = ls.cells_from_run(metrics, 120)
-    assert len(cells) == 2 * len(ls.METHODS)
+    cells = ls.cells_from_run(metrics, variants)
+    assert len(cells) == 2 * len(variants)
     sabr1 = next(c for c in cells if c["method"] == "sabr" and c["seed"] == 1)
     assert sabr1 == {"method": "sabr", "epochs": 120, "seed": 1, "nat": 91.0, "cert": 73.0,
                      "source": "default run abc1234"}
+    # each variant's cells carry its own algorithm and length
+    mtl = {(c["epochs"], c["seed"]): c["cert"] for c in cells if c["method"] == "mtl_ibp"}
+    assert mtl == {(480, 0): 73.0, (480, 1): 74.0, (120, 0): 74.0, (120, 1): 75.0}
     del per_seed["ibp"]["nat_acc_eps0_1"]
     with pytest.raises(ValueError, match="nat_acc_eps0_1 per seed for ibp"):
-        ls.cells_from_run(metrics, 120)
+        ls.cells_from_run(metrics, variants)
     with pytest.raises(ValueError, match="no per_seed table"):
-        ls.cells_from_run({"run": {"seeds": [0]}}, 120)
+        ls.cells_from_run({"run": {"seeds": [0]}}, variants)
+
+
+def test_run_variants_follow_the_default_config(ctbench_base):
+    # conf/base: every method at 120 epochs except mtl_ibp, stretched 4x at ε = 0.1; the
+    # equal-budget twin is mtl_ibp's 120-epoch cell
+    assert ls.run_variants(ctbench_base) == {
+        "ibp": ("ibp", 120), "crown_ibp": ("crown_ibp", 120), "sabr": ("sabr", 120),
+        "mtl_ibp": ("mtl_ibp", 480), "mtl_ibp_equal": ("mtl_ibp", 120)}
+    # without the stretch the twin repeats mtl_ibp's cell and is left out
+    flat = ls.cell_params(ctbench_base, 120, 0)
+    assert "mtl_ibp_equal" not in ls.run_variants(flat)
+
+
+def test_cell_params_drop_every_epochs_scale(ctbench_base):
+    # a cell's length is its whole length: mtl_ibp's 4x stretch must not turn 240 into 960
+    from icml25.pipelines.ctbench.params import CtbenchParams
+    p = CtbenchParams.model_validate(ls.cell_params(ctbench_base, 240, 1))
+    assert {m: p.train_for("eps0_1", m).epochs for m in p.methods} == dict.fromkeys(p.methods,
+                                                                                    240)
 
 
 def test_a_corrupt_study_file_is_refused_and_kept(tmp_path):

@@ -14,7 +14,7 @@ from icml25.core.sweep import seed_shards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-METHODS = ("standard", "pgd", "ibp", "crown_ibp", "sabr", "mtl_ibp")
+METHODS = ("standard", "pgd", "ibp", "crown_ibp", "sabr", "mtl_ibp", "mtl_ibp_equal")
 
 
 def test_ctbench_runs_end_to_end_on_test_config(kedro_project, run_pipeline):

@@ -49,7 +49,7 @@ from icml25.pipelines.ctbench.networks import (
     l1_penalty,
     reset_bn_to_population,
 )
-from icml25.pipelines.ctbench.params import METHODS
+from icml25.pipelines.ctbench.params import ALGORITHMS
 
 CERTIFIED_METHODS = ("ibp", "crown_ibp", "sabr", "mtl_ibp")
 
@@ -196,7 +196,7 @@ def method_loss(model: nn.Sequential, cfg: MethodConfig, x: Tensor, y: Tensor, e
             adv = F.cross_entropy(model(x_adv), y)
             robust = cfg.ibp_coef * robust_ce(box_result.lower).mean() + (1 - cfg.ibp_coef) * adv
         else:
-            raise ValueError(f"method: got {cfg.method!r}; expected one of {', '.join(METHODS)}")
+            raise ValueError(f"method: got {cfg.method!r}; expected one of {', '.join(ALGORITHMS)}")
         loss = (1 - cfg.robust_weight) * nat + cfg.robust_weight * robust
         info["robust_loss"] = robust.item()
         if lambda_fast > 0 and eps > 0:

@@ -46,13 +46,18 @@ def schedule(epochs: int) -> dict[str, Any]:
 
 
 def cell_params(params: Mapping[str, Any], epochs: int, seed: int) -> dict[str, Any]:
-    """``params:ctbench`` for one cell: one seed, the scaled schedule, ε = 0.3 off."""
+    """``params:ctbench`` for one cell: one seed, the scaled schedule, ε = 0.3 off, and no
+    method's ``epochs_scale`` (the cell's length is the whole length)."""
     p = json.loads(json.dumps(params))   # a deep copy of plain YAML data
     p["seeds"] = [seed]
     p["train"].update(schedule(epochs))
+    for method in p.get("methods", {}).values():
+        method.pop("epochs_scale", None)
     for name, setting in p["settings"].items():
         if name != SETTING:
             setting["enabled"] = False
+        for override in setting.get("methods", {}).values():
+            override.pop("epochs_scale", None)
     return p
 
 
@@ -101,23 +106,40 @@ def has_cell(data: Mapping[str, Any], method: str, epochs: int, seed: int) -> bo
                for c in data["cells"])
 
 
-def cells_from_run(metrics: Mapping[str, Any], epochs: int) -> list[dict[str, Any]]:
-    """A finished default run's per-seed certified and natural accuracy at its own length."""
+def run_variants(params: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
+    """The default run's variants at ε = 0.1 that are cells of the study: ``{variant: (method,
+    epochs)}`` with the algorithm each trains and its length there (``epochs_scale`` applied);
+    a variant whose (method, epochs) an earlier one already gives is left out."""
+    from icml25.pipelines.ctbench.params import METHODS as VARIANTS
+    from icml25.pipelines.ctbench.params import CtbenchParams
+    p = CtbenchParams.model_validate(dict(params))
+    out: dict[str, tuple[str, int]] = {}
+    for variant in VARIANTS:
+        cell = (p.algorithm(variant), p.train_for(SETTING, variant).epochs)
+        if cell[0] in METHODS and cell not in out.values():
+            out[variant] = cell
+    return out
+
+
+def cells_from_run(metrics: Mapping[str, Any],
+                   variants: Mapping[str, tuple[str, int]]) -> list[dict[str, Any]]:
+    """A finished default run's per-seed certified and natural accuracy: one cell per seed of
+    every ``{variant: (method, epochs)}`` (:func:`run_variants`)."""
     per_seed = metrics.get("per_seed")
     seeds = metrics.get("run", {}).get("seeds")
     if not isinstance(per_seed, Mapping) or not seeds:
         raise ValueError("metrics.json has no per_seed table or no run.seeds")
     commit = metrics.get("run", {}).get("commit", "?")
     out = []
-    for method in METHODS:
-        row = per_seed.get(method, {})
+    for variant, (method, epochs) in variants.items():
+        row = per_seed.get(variant, {})
         cert, nat = row.get(f"cert_acc_{SETTING}"), row.get(f"nat_acc_{SETTING}")
         if cert is None or nat is None:
             raise ValueError(f"metrics.json has no cert_acc_{SETTING} / nat_acc_{SETTING} "
-                             f"per seed for {method}")
+                             f"per seed for {variant}")
         if len(cert) != len(seeds) or len(nat) != len(seeds):
-            raise ValueError(f"{method}: {len(cert)} per-seed values for {len(seeds)} seeds")
-        out += [{"method": method, "epochs": epochs, "seed": int(s), "nat": float(n),
+            raise ValueError(f"{variant}: {len(cert)} per-seed values for {len(seeds)} seeds")
+        out += [{"method": method, "epochs": int(epochs), "seed": int(s), "nat": float(n),
                  "cert": float(c), "source": f"default run {commit}"}
                 for s, c, n in zip(seeds, cert, nat, strict=True)]
     return out
@@ -242,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "import":
         if not args.metrics.exists():
             raise SystemExit(f"{args.metrics} does not exist: run `kedro run --pipeline=ctbench`")
-        new = cells_from_run(json.loads(args.metrics.read_text()), int(params["train"]["epochs"]))
+        new = cells_from_run(json.loads(args.metrics.read_text()), run_variants(params))
         data["cells"] = [c for c in data["cells"]
                          if not any((c["method"], c["epochs"], c["seed"])
                                     == (n["method"], n["epochs"], n["seed"]) for n in new)] + new

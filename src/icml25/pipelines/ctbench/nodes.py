@@ -100,8 +100,9 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     sname = setting or p.enabled_settings[0]
     mp = p.method(sname, method)
     sp = p.settings[sname]
-    t = p.train_for(sname)
-    cfg = MethodConfig(method=method, **mp.model_dump(exclude={"role"}))
+    t = p.train_for(sname, method)
+    cfg = MethodConfig(method=p.algorithm(method),
+                       **mp.model_dump(exclude={"role", "algorithm", "epochs_scale"}))
     ts = TrainSetting(eps_train=sp.eps_train, eps_test=sp.eps_test, epochs=t.epochs,
                       batch_size=t.batch_size, ramp_start=t.ramp_start, ramp_end=t.ramp_end,
                       milestones=tuple(t.milestones), lr=t.lr, lr_decay=t.lr_decay,
@@ -128,7 +129,8 @@ def train_method(split: pd.DataFrame, params: dict[str, Any], setting: str | Non
     for seed, out in outs.items():
         models[f"seed_{seed}"] = {
             "state_dict": {k: v.detach().cpu() for k, v in out.model.state_dict().items()},
-            "metadata": {"method": method, "setting": setting, "seed": seed,
+            "metadata": {"method": method, "algorithm": cfg.method, "setting": setting,
+                         "seed": seed, "epochs": t.epochs,
                          "network": p.network.model_dump(), "in_shape": list(x_train.shape[1:]),
                          "eps_train": 0.0 if setting is None else sp.eps_train,
                          "config": cfg.__dict__, "history": out.history,
@@ -304,7 +306,7 @@ def log_training_curves(params: dict[str, Any], *models: dict[str, Any],
 
 def plot_results(metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Bar chart: natural, PGD and certified accuracy per method and ε (mean ± std over seeds)."""
-    from icml25.pipelines.ctbench.certified_training import METHODS
+    from icml25.pipelines.ctbench.params import METHODS
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
