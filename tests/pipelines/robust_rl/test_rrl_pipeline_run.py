@@ -126,7 +126,7 @@ BAD = [
      r"robust_rl\.tabular\.eps: .*eps \(target accuracy\) must be > 0"),
     ({"fa_linear": {"eps": -0.05}}, r"robust_rl\.fa_linear\.eps: .*must be > 0"),
     ({"fa_dqn": {"eps": 0.0}}, r"robust_rl\.fa_dqn\.eps: .*must be > 0"),
-    ({"tabular": {"H": -1.0}}, r"robust_rl\.tabular\.H: .*span bound h must be > 0"),
+    ({"tabular": {"H": -1.0}}, r"robust_rl\.tabular\.H: .*span bound H must be > 0"),
     ({"tabular": {"N_grid": [100, 10]}}, r"robust_rl\.tabular\.N_grid: .*increasing"),
     ({"fa_dqn": {"grid": {"action_noise": [1.5]}}}, r"robust_rl\.fa_dqn\.grid: .*action_noise"),
     ({"envs": [{"name": "g", "kind": "garnet_sparse", "n_states": 4}]},
