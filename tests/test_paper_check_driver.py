@@ -93,7 +93,7 @@ def test_one_core_rooms_run_side_by_side_pinned_then_the_rest_alone(tmp_path, mo
     cpus = sorted(os.sched_getaffinity(0))
     project = _project(tmp_path, {"a": False, "b": True, "c": True, "d": False})
     monkeypatch.setattr(run, "_command", _fake_room(tmp_path, set()))
-    monkeypatch.setattr(run, "_init_store", lambda loader: None)
+    monkeypatch.setattr(run, "_init_store", lambda project: None)
     assert run.main(["--project", str(project), "--lanes", "2"]) == 0
     rec = {r: json.loads((tmp_path / f"{r}.json").read_text()) for r in "abcd"}
     assert all(r["blas"] == "1" for r in rec.values())
@@ -124,7 +124,7 @@ def test_one_lane_runs_everything_one_at_a_time_unpinned(tmp_path, monkeypatch):
     cpus = sorted(os.sched_getaffinity(0))
     project = _project(tmp_path, {"b": True, "c": True})
     monkeypatch.setattr(run, "_command", _fake_room(tmp_path, set()))
-    monkeypatch.setattr(run, "_init_store", lambda loader: pytest.fail("no store set-up in one lane"))
+    monkeypatch.setattr(run, "_init_store", lambda project: pytest.fail("no store set-up in one lane"))
     assert run.main(["--project", str(project), "--lanes", "1"]) == 0
     b, c = (json.loads((tmp_path / f"{r}.json").read_text()) for r in "bc")
     assert b["cpus"] == c["cpus"] == cpus
@@ -134,7 +134,7 @@ def test_one_lane_runs_everything_one_at_a_time_unpinned(tmp_path, monkeypatch):
 def test_a_failed_room_stops_the_dispatch_and_prints_its_log(tmp_path, monkeypatch, capsys):
     project = _project(tmp_path, {"a": False, "b": True, "c": False})
     monkeypatch.setattr(run, "_command", _fake_room(tmp_path, {"b"}))
-    monkeypatch.setattr(run, "_init_store", lambda loader: None)
+    monkeypatch.setattr(run, "_init_store", lambda project: None)
     assert run.main(["--project", str(project), "--lanes", "2"]) == 1
     err = capsys.readouterr().err
     assert "b failed (exit 1)" in err and "last line of b" in err
@@ -158,7 +158,7 @@ def test_without_cpu_affinity_the_lanes_run_side_by_side_unpinned(tmp_path, monk
     cpus = sorted(os.sched_getaffinity(0))
     project = _project(tmp_path, {"b": True, "c": True})
     monkeypatch.setattr(run, "_command", _fake_room(tmp_path, set()))
-    monkeypatch.setattr(run, "_init_store", lambda loader: None)
+    monkeypatch.setattr(run, "_init_store", lambda project: None)
     monkeypatch.delattr(run.os, "sched_setaffinity")
     assert run.main(["--project", str(project), "--lanes", "2"]) == 0
     b, c = (json.loads((tmp_path / f"{r}.json").read_text()) for r in "bc")

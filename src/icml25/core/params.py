@@ -70,16 +70,17 @@ def validate_parameters(model: type[M], params: Mapping[str, Any] | None, key: s
                 lines.append(f"{full_key}: missing; {error['msg'].lower()}")
             elif error["type"] == "extra_forbidden":
                 lines.append(f"{full_key}: unexpected parameter (not in {model.__name__})")
-            elif error["type"] == "value_error":
-                # a validator's own reason; a whole tree as input (a model-level check) would
-                # bury it, so only a value that is not a mapping is shown
-                reason = error["msg"].removeprefix("Value error, ")
-                value = error.get("input", _lookup(params, loc))
-                shown = "" if isinstance(value, Mapping) else f"got {_short(value)}; "
-                lines.append(f"{full_key}: {shown}{reason}")
             else:
                 value = error.get("input", _lookup(params, loc))
-                lines.append(f"{full_key}: got {_short(value)}; expected {error['msg'].lower()}")
+                if error["type"] == "value_error":
+                    # a validator's own reason; a whole tree as input (a model-level check)
+                    # would bury it, so only a value that is not a mapping is shown
+                    reason = error["msg"].removeprefix("Value error, ")
+                    shown = "" if isinstance(value, Mapping) else f"got {_short(value)}; "
+                    lines.append(f"{full_key}: {shown}{reason}")
+                else:
+                    lines.append(f"{full_key}: got {_short(value)}; expected "
+                                 f"{error['msg'].lower()}")
         raise ParameterError("invalid parameters\n  " + "\n  ".join(lines)) from None
 
 

@@ -78,18 +78,18 @@ def test_cells_from_run_reads_per_seed_values_in_seed_order():
 def test_run_variants_follow_the_default_config(ctbench_base):
     # conf/base: every method at 120 epochs except mtl_ibp, stretched 4x at ε = 0.1; the
     # equal-budget twin is mtl_ibp's 120-epoch cell
-    assert ls.run_variants(ctbench_base) == {
+    assert ls.run_variants(ctbench_base()) == {
         "ibp": ("ibp", 120), "crown_ibp": ("crown_ibp", 120), "sabr": ("sabr", 120),
         "mtl_ibp": ("mtl_ibp", 480), "mtl_ibp_equal": ("mtl_ibp", 120)}
     # without the stretch the twin repeats mtl_ibp's cell and is left out
-    flat = ls.cell_params(ctbench_base, 120, 0)
+    flat = ls.cell_params(ctbench_base(), 120, 0)
     assert "mtl_ibp_equal" not in ls.run_variants(flat)
 
 
 def test_cell_params_drop_every_epochs_scale(ctbench_base):
     # a cell's length is its whole length: mtl_ibp's 4x stretch must not turn 240 into 960
     from icml25.pipelines.ctbench.params import CtbenchParams
-    p = CtbenchParams.model_validate(ls.cell_params(ctbench_base, 240, 1))
+    p = CtbenchParams.model_validate(ls.cell_params(ctbench_base(), 240, 1))
     assert {m: p.train_for("eps0_1", m).epochs for m in p.methods} == dict.fromkeys(p.methods,
                                                                                     240)
 

@@ -17,45 +17,39 @@ from icml25.pipelines.ctbench.params import CtbenchParams
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _base() -> dict:
-    raw = yaml.safe_load((ROOT / "conf/base/parameters_ctbench.yml").read_text())["ctbench"]
-    raw["data"]["cache"] = None
-    return raw
-
-
-def test_default_config_disables_eps0_3_with_its_own_schedule_and_claims():
-    p = CtbenchParams.model_validate(_base())
+def test_default_config_disables_eps0_3_with_its_own_schedule_and_claims(ctbench_base):
+    p = CtbenchParams.model_validate(ctbench_base())
     assert p.enabled_settings == ["eps0_1"]
     assert all(not c.metric.endswith("_eps0_3") for c in p.all_claims())
     assert any(c.metric.endswith("_eps0_3") for c in p.settings["eps0_3"].claims)
     assert p.train_for("eps0_3").epochs == 90 and p.train_for("eps0_1").epochs == p.train.epochs
-    raw = _base()
+    raw = ctbench_base()
     raw["settings"]["eps0_3"]["enabled"] = True
     on = CtbenchParams.model_validate(raw)
     assert len(on.all_claims()) == len(p.all_claims()) + len(p.settings["eps0_3"].claims)
 
 
-def test_bad_setting_combinations_are_refused_by_name():
-    raw = _base()
+def test_bad_setting_combinations_are_refused_by_name(ctbench_base):
+    raw = ctbench_base()
     raw["claims"].append(dict(raw["settings"]["eps0_3"]["claims"][0]))
     with pytest.raises(ValidationError, match="disabled setting eps0_3"):
         CtbenchParams.model_validate(raw)
-    raw = _base()
+    raw = ctbench_base()
     raw["settings"]["eps0_1"]["enabled"] = False
     with pytest.raises(ValidationError, match="every ε setting is disabled"):
         CtbenchParams.model_validate(raw)
-    raw = _base()
+    raw = ctbench_base()
     raw["settings"]["eps0_3"]["train"]["epochs"] = 10  # ramp to 48 beyond 10 epochs
     with pytest.raises(ValidationError, match=r"settings\.eps0_3\.train: .*ramp_end <= epochs, got 1, 48, 10"):
         CtbenchParams.model_validate(raw)
-    raw = _base()
+    raw = ctbench_base()
     raw["settings"]["eps0_3"]["train"]["epoch"] = 10
     with pytest.raises(ValidationError, match=r"unknown train overrides \['epoch'\]"):
         CtbenchParams.model_validate(raw)
 
 
-def test_a_disabled_setting_trains_and_certifies_nothing_and_its_tables_are_skipped():
-    params = {"ctbench": _base()}
+def test_a_disabled_setting_trains_and_certifies_nothing_and_its_tables_are_skipped(ctbench_base):
+    params = {"ctbench": ctbench_base()}
     assert train_method(pd.DataFrame(), params["ctbench"], setting="eps0_3", method="ibp") == {}
     fake_models = {"seed_0": {"state_dict": {}, "metadata": {}}}
     assert certify_method(fake_models, pd.DataFrame(), params["ctbench"], setting="eps0_3",
@@ -66,8 +60,8 @@ def test_a_disabled_setting_trains_and_certifies_nothing_and_its_tables_are_skip
 
 
 # ------------------------------------------------- stretched schedules and the equal-budget twin
-def test_default_stretches_mtl_ibp_4x_at_eps0_1_and_keeps_its_twin_on_the_common_schedule():
-    p = CtbenchParams.model_validate(_base())
+def test_default_stretches_mtl_ibp_4x_at_eps0_1_and_keeps_its_twin_on_the_common_schedule(ctbench_base):
+    p = CtbenchParams.model_validate(ctbench_base())
     t, long = p.train_for("eps0_1", "ibp"), p.train_for("eps0_1", "mtl_ibp")
     assert (t.epochs, t.ramp_start, t.ramp_end, t.milestones) == (120, 1, 60, [84, 102])
     # the length study's 480-epoch schedule: ramp over the first half, decays at 70 / 85 %
@@ -84,10 +78,10 @@ def test_default_stretches_mtl_ibp_4x_at_eps0_1_and_keeps_its_twin_on_the_common
     assert by_claim["MTL-IBP training certifies ≥ 60% at ε = 0.1"] == "mtl_ibp"
 
 
-def test_paper_config_trains_every_method_on_one_schedule():
+def test_paper_config_trains_every_method_on_one_schedule(ctbench_base):
     from omegaconf import OmegaConf
     paper = yaml.safe_load((ROOT / "conf/paper/parameters_ctbench.yml").read_text())["ctbench"]
-    merged = OmegaConf.to_container(OmegaConf.merge(_base(), paper))  # Kedro's soft merge
+    merged = OmegaConf.to_container(OmegaConf.merge(ctbench_base(), paper))  # Kedro's soft merge
     p = CtbenchParams.model_validate(merged)
     for setting in p.enabled_settings:
         assert {p.train_for(setting, m).epochs for m in p.methods} == {70}
@@ -110,8 +104,8 @@ def test_paper_config_trains_every_method_on_one_schedule():
     (lambda r: r["methods"]["mtl_ibp"].update(epochs_scale=0),
      r"epochs_scale\n  Input should be greater than or equal to 1"),
 ])
-def test_bad_variants_are_refused_by_name(edit, message):
-    raw = _base()
+def test_bad_variants_are_refused_by_name(edit, message, ctbench_base):
+    raw = ctbench_base()
     edit(raw)
     with pytest.raises(ValidationError, match=message):
         CtbenchParams.model_validate(raw)
@@ -128,9 +122,9 @@ def _tiny(raw: dict) -> dict:
     return raw
 
 
-def test_the_twin_trains_its_algorithm_exactly_and_the_stretch_trains_longer():
+def test_the_twin_trains_its_algorithm_exactly_and_the_stretch_trains_longer(ctbench_base):
     from icml25.pipelines.ctbench.nodes import load_data, split_data
-    raw = _tiny(_base())
+    raw = _tiny(ctbench_base())
     split = split_data(load_data(raw), raw)
     long = train_method(split, raw, setting="eps0_1", method="mtl_ibp")["seed_0"]
     twin = train_method(split, raw, setting="eps0_1", method="mtl_ibp_equal")["seed_0"]
