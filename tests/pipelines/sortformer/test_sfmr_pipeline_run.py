@@ -13,7 +13,7 @@ import pytest
 from icml25.core.claims import validate_claims_document as check_claims_document
 from icml25.core.params import ParameterError, validate_parameters
 from icml25.core.sweep import seed_shards
-from icml25.pipelines.sortformer.nodes import ROBUST_METRICS
+from icml25.pipelines.sortformer.nodes import ROBUST_METRICS, SWAP_COLUMNS
 from icml25.pipelines.sortformer.params import SortformerParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -83,6 +83,17 @@ def test_sortformer_runs_end_to_end_on_test_config(kedro_project, run_pipeline, 
         for name in ROBUST_METRICS:
             assert name in metrics["metrics"][variant], (variant, name)
         assert 0.0 <= metrics["metrics"][variant]["swap_order_rate"] <= 1.0
+    # the swap claims pair over the session pairs: each pair's outcome per seed, whose mean over
+    # the pairs is the seed's rate
+    assert metrics["swap_test"] | {"n_near": 0} == {"enabled": True, "n_pairs": 2,
+                                                    "near_gap_s": 0.8, "n_near": 0, "seed": 0}
+    for variant in ("pil", "sort", "hybrid"):
+        pairs = metrics["per_unit"][variant]["pairs_swap_order_rate"]
+        assert len(pairs) == 2 and all(len(v) == 2 for v in pairs.values())
+        per_seed = np.mean([v for v in pairs.values()], axis=0)
+        assert per_seed.tolist() == pytest.approx(metrics["per_seed"][variant]["swap_order_rate"])
+    swap_claims = [c for c in claims["claims"] if c["metric"] == "swap_order_rate"]
+    assert swap_claims and all(c["unit"] == "pair" for c in swap_claims)
     check = metrics["audio_check"]
     assert check["enabled"] and check["source"]["path"] is None
     assert set(check["mean"]) == {"pil", "sort", "hybrid", "clustering"}
@@ -108,12 +119,12 @@ def _claims_follow_the_stages_that_ran(kedro_project):
     tree = _tree(kedro_project)
     asr_claims = [c["claim"] for c in tree["claims"] if c["method"].startswith("asr_")]
     tree["claims"].append({"claim": "Hybrid keeps arrival order in the swap test",
-                           "metric": "swap_order_rate", "method": "hybrid",
+                           "metric": "swap_order_rate", "unit": "pair", "method": "hybrid",
                            "relation": "better", "direction": "higher", "threshold": 0.8})
     off = {
         "msasr": (dict(cpwer=cpwer[:0]), asr_claims),
-        "robustness": (dict(der=der.drop(columns=list(ROBUST_METRICS)),
-                            clu=clu.drop(columns=list(ROBUST_METRICS))),
+        "robustness": (dict(der=der.drop(columns=[*ROBUST_METRICS, *SWAP_COLUMNS]),
+                            clu=clu.drop(columns=[*ROBUST_METRICS, *SWAP_COLUMNS])),
                        [c["claim"] for c in tree["claims"] if c["metric"] in ROBUST_METRICS]),
         "audio_check": ({}, []),
     }

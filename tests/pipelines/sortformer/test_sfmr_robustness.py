@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from icml25.pipelines.sortformer.features import log_mel
-from icml25.pipelines.sortformer.nodes import _scores, read_wav, swap_order_rate
+from icml25.pipelines.sortformer.nodes import (
+    _scores,
+    _swap_pairs,
+    arrival_gap_s,
+    read_wav,
+    swap_order_rate,
+    swap_scores,
+)
 from icml25.pipelines.sortformer.postprocessing import PostProcessing
 from icml25.pipelines.sortformer.rttm import arrival_order
 from icml25.pipelines.sortformer.simulator import (
@@ -66,6 +75,56 @@ def test_swap_order_rate_counts_pairs_where_both_follow_arrival_order():
     assert swap_order_rate([flipped], [y], [good], [y]) == 0.0
     with pytest.raises(ValueError, match="no session pairs"):
         swap_order_rate([], [], [], [])
+
+
+def _two_speakers(n: int, on_a: int, on_b: int) -> np.ndarray:
+    y = np.zeros((n, 4), np.float32)
+    y[on_a:on_a + 8, 0] = 1
+    y[on_b:on_b + 8, 1] = 1
+    return y
+
+
+def test_arrival_gap_is_the_onset_difference_of_the_first_two_columns():
+    assert arrival_gap_s(_two_speakers(40, 3, 5), 0.08) == pytest.approx(0.16)
+    assert arrival_gap_s(_two_speakers(40, 0, 20), 0.08) == pytest.approx(1.6)
+    with pytest.raises(ValueError, match="two speakers"):
+        arrival_gap_s(_two_speakers(40, 0, 20)[:, :1], 0.08)
+    one = _two_speakers(40, 0, 20)
+    one[:, 1] = 0
+    with pytest.raises(ValueError, match="two speakers"):
+        arrival_gap_s(one, 0.08)
+
+
+def test_swap_scores_split_the_pairs_by_onset_gap_and_keep_each_outcome():
+    """Three pairs, first onsets 0.16, 0.4 and 1.6 s apart (near_gap_s 0.8: two near, one
+    far). The model passes the first and the far pair and fails the second (its twin's channels
+    are flipped): overall 2/3, near 1/2, far 1/1, and each pair's outcome under its name."""
+    ya = [_two_speakers(40, 3, 5), _two_speakers(40, 0, 5), _two_speakers(40, 0, 20)]
+    yb = [y[:, [1, 0, 2, 3]] for y in ya]  # the twins: the first two arrivals exchanged
+    pa = [y.copy() for y in ya]
+    pb = [yb[0], yb[1][:, [1, 0, 2, 3]], yb[2]]
+    features = {"swap": {"names": ["s0", "s1", "s2"], "labels": ya},
+                "swap_twin": {"names": ["s0_swapped", "s1_swapped", "s2_swapped"], "labels": yb}}
+    out = swap_scores([pa, pb], features, near_gap_s=0.8, frame_s=0.08)
+    assert out["swap_order_rate"] == pytest.approx(2 / 3)
+    assert out["swap_order_rate_near"] == pytest.approx(0.5)
+    assert out["swap_order_rate_far"] == 1.0
+    assert out["swap_n_near"] == 2
+    assert json.loads(out["swap_pairs"]) == {"s0": 1, "s1": 0, "s2": 1}
+    assert swap_order_rate(pa, ya, pb, yb) == out["swap_order_rate"]
+    far_only = swap_scores([pa, pb], features, near_gap_s=0.1, frame_s=0.08)
+    assert np.isnan(far_only["swap_order_rate_near"]) and far_only["swap_n_near"] == 0
+
+
+def test_swap_pairs_gather_each_pair_over_the_seeds_in_seed_order():
+    table = pd.DataFrame([
+        {"variant": "sort", "seed": 1, "split": "test", "swap_pairs": '{"s0": 0, "s1": 1}'},
+        {"variant": "sort", "seed": 0, "split": "test", "swap_pairs": '{"s0": 1, "s1": 1}'},
+        {"variant": "sort", "seed": 0, "split": "test_inpool", "swap_pairs": '{"s0": 0, "s1": 0}'},
+    ])
+    assert _swap_pairs(table) == {"sort": {"swap_order_rate": {"s0": [1.0, 0.0],
+                                                               "s1": [1.0, 1.0]}}}
+    assert _swap_pairs(table.drop(columns="swap_pairs")) == {}
 
 
 def test_swap_test_scores_an_arrival_ordered_model_1_and_a_voice_fixed_model_0(bank):

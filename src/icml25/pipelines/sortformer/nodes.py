@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from icml25.core.claims import claims_report, metrics_report
+from icml25.core.claims import claims_report, metrics_report, with_unit_values
 from icml25.core.lazy_import import lazy_module
 from icml25.core.params import validate_parameters
 from icml25.core.sweep import interleave_frames, shard_seeds
@@ -30,6 +30,8 @@ from icml25.pipelines.sortformer.rttm import frames_to_segments
 from icml25.pipelines.sortformer.scoring import count_accuracy, cpwer, der_components
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from icml25.pipelines.sortformer.diarizer_training import OptimConfig
     from icml25.pipelines.sortformer.model import Diarizer, DiarizerConfig
 
@@ -404,9 +406,7 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
             twins = [infer(model, features[k]["feats"],
                            [y.shape[0] for y in features[k]["labels"]])
                      for k in ("swap", "swap_twin")]
-            robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
-                                                         twins[1],
-                                                         features["swap_twin"]["labels"])}
+            robust = swap_scores(twins, features, p.robustness.near_gap_s, p.frame_s)
             robust |= _probe_scores(partial(_diarize_clip, model, pp=pp, p=p, gate=gate_on), p)
             off = robust if not gate_on else _probe_scores(
                 partial(_diarize_clip, model, pp=pp_off, p=p, gate=False), p)
@@ -428,8 +428,12 @@ def evaluate_diarizers(features: dict[str, dict[str, list]], sessions: pd.DataFr
 
 
 #: metrics of the robustness checks (``robustness.enabled``), one value per model
-ROBUST_METRICS = ("swap_order_rate", "probe_segments_silence", "probe_segments_white",
-                  "probe_segments_pink", "probe_speech_ratio", "probe_segments_nogate")
+ROBUST_METRICS = ("swap_order_rate", "swap_order_rate_near", "swap_order_rate_far",
+                  "probe_segments_silence", "probe_segments_white", "probe_segments_pink",
+                  "probe_speech_ratio", "probe_segments_nogate")
+#: the swap test's per-model columns beside :data:`ROBUST_METRICS`: each pair's outcome (JSON)
+#: and the number of near pairs
+SWAP_COLUMNS = ("swap_pairs", "swap_n_near")
 
 
 def _in_arrival_order(probs: np.ndarray, labels: np.ndarray) -> bool:
@@ -439,14 +443,49 @@ def _in_arrival_order(probs: np.ndarray, labels: np.ndarray) -> bool:
     return int(np.argmax(score[:, 0])) == 0 and int(np.argmax(score[:, 1])) == 1
 
 
-def swap_order_rate(probs_a, labels_a, probs_b, labels_b) -> float:
-    """Share of session pairs (a session and its twin with the first two speakers' first turns
-    exchanged) in which both follow arrival order, i.e. the first two channels swap with them."""
+def swap_pair_outcomes(probs_a, labels_a, probs_b, labels_b) -> np.ndarray:
+    """Per session pair (a session and its twin with the first two speakers' first turns
+    exchanged): True where both follow arrival order, i.e. the first two channels swap with
+    the speakers."""
     pairs = list(zip(probs_a, labels_a, probs_b, labels_b, strict=True))
     if not pairs:
         raise ValueError("swap test: no session pairs")
-    return float(np.mean([_in_arrival_order(pa, ya) and _in_arrival_order(pb, yb)
-                          for pa, ya, pb, yb in pairs]))
+    return np.array([_in_arrival_order(pa, ya) and _in_arrival_order(pb, yb)
+                     for pa, ya, pb, yb in pairs], dtype=bool)
+
+
+def swap_order_rate(probs_a, labels_a, probs_b, labels_b) -> float:
+    """Share of session pairs in which both sessions follow arrival order
+    (:func:`swap_pair_outcomes`)."""
+    return float(np.mean(swap_pair_outcomes(probs_a, labels_a, probs_b, labels_b)))
+
+
+def arrival_gap_s(labels: np.ndarray, frame_s: float) -> float:
+    """Seconds between the first two arrivals' onsets (label columns 0 and 1; a twin of the
+    swap test has the same gap, its first turns being exchanged in time)."""
+    active = np.asarray(labels) > 0
+    if active.ndim != 2 or active.shape[1] < 2 or not active[:, 0].any() or not active[:, 1].any():
+        raise ValueError("arrival gap: the session needs two speakers")
+    return float((np.argmax(active[:, 1]) - np.argmax(active[:, 0])) * frame_s)
+
+
+def swap_scores(twins: Sequence[Sequence[np.ndarray]], features: dict[str, dict[str, list]],
+                near_gap_s: float, frame_s: float) -> dict[str, Any]:
+    """The swap test of one model: the pass rate over all pairs, over the pairs whose first two
+    arrivals start less than ``near_gap_s`` apart (``_near``) and the others (``_far``; NaN
+    when a group is empty), and each pair's outcome (``swap_pairs``: JSON ``{session: 0/1}``,
+    the units the swap claims pair over)."""
+    ok = swap_pair_outcomes(twins[0], features["swap"]["labels"], twins[1],
+                            features["swap_twin"]["labels"])
+    near = np.array([arrival_gap_s(y, frame_s) < near_gap_s for y in features["swap"]["labels"]])
+
+    def rate(mask: np.ndarray) -> float:
+        return float(ok[mask].mean()) if mask.any() else float("nan")
+
+    return {"swap_order_rate": float(ok.mean()), "swap_order_rate_near": rate(near),
+            "swap_order_rate_far": rate(~near), "swap_n_near": int(near.sum()),
+            "swap_pairs": json.dumps({str(n): int(v) for n, v in
+                                      zip(features["swap"]["names"], ok, strict=True)})}
 
 
 def _probe_scores(diarize, p: SortformerParams) -> dict[str, float]:
@@ -515,8 +554,7 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
         twins = [[f[:, :p.max_speakers] if f.shape[1] >= 2 else
                   np.pad(f, ((0, 0), (0, 2 - f.shape[1]))) for f in frames_of(k, threshold=best)]
                  for k in ("swap", "swap_twin")]
-        robust = {"swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"],
-                                                     twins[1], features["swap_twin"]["labels"])}
+        robust = swap_scores(twins, features, p.robustness.near_gap_s, p.frame_s)
         robust |= _probe_scores(lambda clip: frames_to_segments(
             cluster_diarize(clip, threshold=best, **kw), p.frame_s), p)
         robust["probe_segments_nogate"] = float(np.mean(  # it has no gate: its own VAD only
@@ -531,9 +569,8 @@ def run_clustering_baseline(sessions: pd.DataFrame, utterances: pd.DataFrame,
                                     **kw)[: y.shape[0]]
                 tw.append(np.pad(f, ((0, y.shape[0] - f.shape[0]), (0, max(2 - f.shape[1], 0)))))
             twins.append(tw)
-        oracle_robust = {m: float("nan") for m in ROBUST_METRICS} | {
-            "swap_order_rate": swap_order_rate(twins[0], features["swap"]["labels"], twins[1],
-                                               features["swap_twin"]["labels"])}
+        oracle_robust = {m: float("nan") for m in ROBUST_METRICS} | swap_scores(
+            twins, features, p.robustness.near_gap_s, p.frame_s)
     rows = []
     for split in EVAL_SPLITS:
         s = scores(split, frames_of(split, threshold=best))
@@ -695,6 +732,32 @@ def _diar_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+def _swap_pairs(table: pd.DataFrame) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Each variant's swap-test outcomes per session pair over its seeds,
+    ``{variant: {"swap_order_rate": {pair: [per seed 0/1]}}}``: the units of the swap claims
+    (``unit: pair``). Empty when the robustness checks did not run."""
+    if "swap_pairs" not in table.columns:
+        return {}
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for variant, g in table[table["split"] == "test"].groupby("variant", sort=False):
+        per_seed = [json.loads(x) for x in g.sort_values("seed")["swap_pairs"]
+                    if isinstance(x, str)]
+        if per_seed:
+            out[str(variant)] = {"swap_order_rate": {
+                pair: [float(d[pair]) for d in per_seed] for pair in sorted(per_seed[0])}}
+    return out
+
+
+def _swap_test_info(table: pd.DataFrame, p: SortformerParams) -> dict[str, Any]:
+    """The swap test's size and how many of its pairs are "near" (first two onsets less than
+    ``robustness.near_gap_s`` apart); ``{"enabled": False}`` when it did not run."""
+    if not p.robustness.enabled or "swap_n_near" not in table.columns or table.empty:
+        return {"enabled": False}
+    return {"enabled": True, "n_pairs": p.robustness.n_swap,
+            "near_gap_s": p.robustness.near_gap_s,
+            "n_near": int(table["swap_n_near"].iloc[0]), "seed": p.robustness.seed}
+
+
 def _asr_metrics(table: pd.DataFrame) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for (variant, k), g in table.groupby(["variant", "n_speakers"]):
@@ -753,13 +816,18 @@ def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
     specs, not_run = claims_that_ran([c.model_dump() for c in p.claims], metrics)
     for d in not_run:
         logger.info("sortformer: claim not judged: %s (%s)", d["claim"], d["reason"])
+    pairs = _swap_pairs(pd.concat([der_table, clustering_table], ignore_index=True))
     claims = claims_report(PIPELINE, specs,
-                           _per_seed_for_claims(metrics, list(p.seeds)), run_info,
+                           with_unit_values(specs, _per_seed_for_claims(metrics, list(p.seeds)),
+                                            pairs, PIPELINE), run_info,
                            p.seeds, title="Sortformer (ICML 2025)",
                            figures=["figures/activity.png", "figures/der_by_speakers.png",
                                     "figures/f1_ats_vs_pil.png"], confidence=confidence)
-    report = metrics_report(PIPELINE, metrics, run_info, p.seeds,
-                            extra={"session_stats": stats, "claims_not_run": not_run,
+    per_pair = {v: {"pairs_swap_order_rate": t["swap_order_rate"]} for v, t in pairs.items()}
+    report = metrics_report(PIPELINE, {v: {**metrics.get(v, {}), **per_pair.get(v, {})}
+                                       for v in {**metrics, **per_pair}}, run_info, p.seeds,
+                            extra={"session_stats": stats,
+                                   "swap_test": _swap_test_info(der_table, p), "claims_not_run": not_run,
                                    "audio_check": audio_check or {"enabled": False},
                                    "vad_gate": p.postprocessing.vad_gate.model_dump(),
                                    "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp

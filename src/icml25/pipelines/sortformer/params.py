@@ -192,10 +192,12 @@ class MsasrParams(ParamsModel):
 
 class RobustnessParams(ParamsModel):
     """Held-out checks of every diarizer: the first-two-speakers swap test and speech-free
-    probes (silence, white and pink noise)."""
+    probes (silence, white and pink noise). ``near_gap_s`` splits the swap pairs by the gap
+    between the first two arrivals' onsets (``swap_order_rate_near`` / ``_far``)."""
 
     enabled: bool = True
-    n_swap: int = Field(default=30, ge=1)
+    n_swap: int = Field(default=200, ge=1)
+    near_gap_s: float = Field(default=0.8, gt=0)
     probe_s: float = Field(default=15.0, gt=0)
     probe_levels_db: list[float] = Field(default=[-50.0, -20.0], min_length=1)
     seed: int = Field(default=0, ge=0)
