@@ -827,7 +827,8 @@ def judge_claims(der_table: pd.DataFrame, clustering_table: pd.DataFrame,
     report = metrics_report(PIPELINE, {v: {**metrics.get(v, {}), **per_pair.get(v, {})}
                                        for v in {**metrics, **per_pair}}, run_info, p.seeds,
                             extra={"session_stats": stats,
-                                   "swap_test": _swap_test_info(der_table, p), "claims_not_run": not_run,
+                                   "swap_test": _swap_test_info(der_table, p),
+                                   "claims_not_run": not_run,
                                    "audio_check": audio_check or {"enabled": False},
                                    "vad_gate": p.postprocessing.vad_gate.model_dump(),
                                    "post_processing": {f"{r.variant}/seed_{r.seed}": r.pp
