@@ -461,12 +461,19 @@ def swap_order_rate(probs_a, labels_a, probs_b, labels_b) -> float:
 
 
 def arrival_gap_s(labels: np.ndarray, frame_s: float) -> float:
-    """Seconds between the first two arrivals' onsets (label columns 0 and 1; a twin of the
-    swap test has the same gap, its first turns being exchanged in time)."""
-    active = np.asarray(labels) > 0
-    if active.ndim != 2 or active.shape[1] < 2 or not active[:, 0].any() or not active[:, 1].any():
+    """Seconds between the first two arrivals' onsets (label columns 0 and 1, onsets as the
+    Sort Loss defines them, :func:`sort_loss.arrival_times`; a twin of the swap test has the
+    same gap, its first turns being exchanged in time)."""
+    import torch
+
+    from icml25.pipelines.sortformer.sort_loss import arrival_times
+    y = np.asarray(labels, np.float32)
+    if y.ndim != 2 or y.shape[1] < 2:
         raise ValueError("arrival gap: the session needs two speakers")
-    return float((np.argmax(active[:, 1]) - np.argmax(active[:, 0])) * frame_s)
+    onset = arrival_times(torch.from_numpy(y)[None])[0, :2].tolist()
+    if max(onset) >= y.shape[0]:  # a column that never speaks
+        raise ValueError("arrival gap: the session needs two speakers")
+    return float((onset[1] - onset[0]) * frame_s)
 
 
 def swap_scores(twins: Sequence[Sequence[np.ndarray]], features: dict[str, dict[str, list]],
